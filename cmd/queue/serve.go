@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queue-dev/queue/proxy"
+	"golang.org/x/net/http2"
+)
+
+// Limits of the client-facing servers. They are not flags: they bound
+// hostile clients and no honest one comes near them.
+const (
+	// readHeaderTimeout cuts a client that sends its request head slowly
+	// (slowloris).
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout closes keep-alive connections idle this long. It is above
+	// the 90 s that Go's and Envoy's clients keep idle connections, so that
+	// the client, not queue, closes first and no request races a close.
+	idleTimeout = 120 * time.Second
+	// maxHeaderBytes is the request head limit; over it, 431. net/http reads
+	// 4096 bytes past MaxHeaderBytes before it refuses, hence the subtraction.
+	maxHeaderBytes = 64<<10 - 4096
+	// maxConcurrentStreams per HTTP/2 connection.
+	maxConcurrentStreams = 250
+	// certPollPeriod is how often the certificate files are re-read.
+	certPollPeriod = time.Second
+)
+
+// app is a running queue: its listeners, servers and proxy.
+type app struct {
+	cfg   Config
+	log   *slog.Logger
+	proxy *proxy.Proxy
+	certs *proxy.CertReloader
+	conns *connLimit
+
+	plain, tls, admin *http.Server
+	plainLn, tlsLn    net.Listener
+	adminLn           net.Listener
+	upgrade           *proxy.H2CUpgrade
+	h2Shutdown        *http.Server // fronts upgraded h2c connections for GOAWAY on drain
+
+	drainOnce sync.Once
+	drainNow  chan struct{} // closed when the listeners should close
+	draining  atomic.Bool
+}
+
+// addrs are the bound addresses, for tests and the demo.
+type addrs struct {
+	Listen, TLS, Admin string
+}
+
+func (a *app) addrs() addrs {
+	var x addrs
+	x.Listen = a.plainLn.Addr().String()
+	if a.tlsLn != nil {
+		x.TLS = a.tlsLn.Addr().String()
+	}
+	if a.adminLn != nil {
+		x.Admin = a.adminLn.Addr().String()
+	}
+	return x
+}
+
+// newApp builds everything and binds every listener, so that a port in use
+// fails before anything serves.
+func newApp(cfg Config, logger *slog.Logger) (*app, error) {
+	p, err := proxy.New(proxy.Config{
+		Upstream: cfg.Upstream,
+		Protocol: cfg.UpstreamProtocol,
+		Trust:    cfg.TrustedProxies,
+		Logger:   logger,
+	})
+	if err != nil {
+		return nil, &ConfigError{msg: err.Error()}
+	}
+	a := &app{cfg: cfg, log: logger, proxy: p, drainNow: make(chan struct{})}
+	if cfg.TLSCert != "" {
+		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
+			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
+		}
+	}
+
+	handler := chain(p) // middleware joins here in request order (STYLE section 2)
+	errLog := serverLog(logger)
+	a.plain = ingressServer(handler, false, errLog)
+	a.upgrade = &proxy.H2CUpgrade{
+		Next: handler,
+		H2: &http2.Server{
+			MaxConcurrentStreams: maxConcurrentStreams,
+			IdleTimeout:          idleTimeout,
+		},
+		Base: a.plain,
+	}
+	a.plain.Handler = a.upgrade
+	a.h2Shutdown = &http.Server{}
+	if err := http2.ConfigureServer(a.h2Shutdown, a.upgrade.H2); err != nil {
+		return nil, err
+	}
+	if a.certs != nil {
+		a.tls = ingressServer(handler, true, errLog)
+		a.tls.TLSConfig = a.certs.TLSConfig(0)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /live", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	})
+	if cfg.PProf {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+
+	a.conns = &connLimit{max: int64(cfg.MaxConnections)}
+	var lns []net.Listener
+	listen := func(addr string) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		lns = append(lns, ln)
+		return ln, nil
+	}
+	if a.plainLn, err = listen(cfg.Listen); err != nil {
+		return nil, err
+	}
+	a.plainLn = a.conns.wrap(a.plainLn)
+	if a.tls != nil {
+		if a.tlsLn, err = listen(cfg.TLSListen); err != nil {
+			return nil, err
+		}
+		a.tlsLn = a.conns.wrap(a.tlsLn)
+	}
+	if a.adminLn, err = listen(cfg.AdminListen); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// chain composes the request path: outermost first. Today only the proxy;
+// probes, stats, the limiter and tracing join as they land.
+func chain(final http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
+	h := final
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+func ingressServer(h http.Handler, tls bool, errLog *log.Logger) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	if tls {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams},
+		ErrorLog:          errLog,
+	}
+}
+
+// serve runs every server until a drain completes or a server fails.
+func (a *app) serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	run := func(name string, f func() error) {
+		go func() {
+			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+	}
+	run("serving", func() error { return a.plain.Serve(a.plainLn) })
+	if a.tls != nil {
+		run("tls", func() error { return a.tls.ServeTLS(a.tlsLn, "", "") })
+		go a.certs.Run(ctx, certPollPeriod)
+	}
+	run("admin", func() error { return a.admin.Serve(a.adminLn) })
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		a.beginDrain(true)
+	case <-a.drainNow:
+	}
+	return a.drain()
+}
+
+// beginDrain starts the shutdown. The quiet period and readiness handling
+// arrive with the drain package; today the listeners close at once.
+func (a *app) beginDrain(bool) {
+	a.drainOnce.Do(func() {
+		a.draining.Store(true)
+		close(a.drainNow)
+	})
+}
+
+// drain closes the listeners, lets in-flight requests and tunnels finish
+// within --drain-timeout, and closes what is left.
+func (a *app) drain() error {
+	ctx := context.Background()
+	if a.cfg.DrainTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.DrainTimeout)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	shutdown := func(s *http.Server) {
+		if s == nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Shutdown(ctx); err != nil {
+				s.Close()
+			}
+		}()
+	}
+	shutdown(a.plain)
+	shutdown(a.tls)
+	shutdown(a.h2Shutdown)
+	wg.Wait()
+	if err := a.upgrade.Wait(ctx); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "upgraded h2c connections cut at drain timeout")
+	}
+	if err := a.proxy.WaitTunnels(ctx); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "websocket connections cut at drain timeout", slog.Int("open", a.proxy.Tunnels()))
+	}
+	a.proxy.Close()
+	a.admin.Close()
+	a.log.LogAttrs(ctx, slog.LevelInfo, "drained")
+	return nil
+}
+
+// serverLog routes net/http's error log into slog. Handshake failures and
+// broken prefaces are what scanners and hostile clients cause: debug, so
+// they cannot flood the log; anything else, a handler panic included, warns.
+func serverLog(l *slog.Logger) *log.Logger {
+	return log.New(levelWriter{l}, "", 0)
+}
+
+type levelWriter struct{ l *slog.Logger }
+
+func (w levelWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.Contains(msg, "TLS handshake error") || strings.Contains(msg, "error reading preface") ||
+		strings.Contains(msg, "URL query contains semicolon") {
+		level = slog.LevelDebug
+	}
+	w.l.LogAttrs(context.Background(), level, msg, slog.String("source", "net/http"))
+	return len(p), nil
+}
+
+// connLimit bounds the open client connections across the serving
+// listeners. A connection beyond the bound is closed at once, before any
+// byte is read: the client sees a reset, not an answer.
+type connLimit struct {
+	max  int64
+	open atomic.Int64
+}
+
+func (l *connLimit) wrap(ln net.Listener) net.Listener { return &limitListener{Listener: ln, l: l} }
+
+type limitListener struct {
+	net.Listener
+	l *connLimit
+}
+
+func (ln *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ln.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if ln.l.open.Add(1) > ln.l.max {
+			ln.l.open.Add(-1)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			c.Close()
+			continue
+		}
+		return &limitConn{Conn: c, l: ln.l}, nil
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	l      *connLimit
+	closed atomic.Bool
+}
+
+func (c *limitConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.open.Add(-1)
+	}
+	return c.Conn.Close()
+}

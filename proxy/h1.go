@@ -1,0 +1,692 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/queue-dev/queue/headers"
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/net/http/httpguts"
+)
+
+const (
+	// maxHeaderBytes bounds a response head and its trailers.
+	maxHeaderBytes = 64 << 10
+	// readBufSize is the upstream read buffer. The response body is written
+	// to the client straight out of it (Peek/Discard), so there is no second
+	// copy buffer; 16 KiB makes a 64 KiB body four reads.
+	readBufSize = 16 << 10
+	// writeBufSize holds a request head and small bodies in one write.
+	writeBufSize = 4 << 10
+	// smallBody is the largest request body read whole before the request
+	// is sent. Holding it makes a retry possible when a reused connection
+	// turns out closed, and saves the goroutine that a streamed body needs.
+	// Bodies this small cannot deadlock the exchange: they fit in the
+	// kernel's socket buffers whether or not the upstream reads them.
+	smallBody = 64 << 10
+	// max1xx bounds the informational responses skipped before the final one.
+	max1xx = 16
+)
+
+// Buffers are pooled and attached to a connection only while it carries a
+// request: an idle upstream connection holds no buffer memory
+// (BenchmarkProxy, memory per connection in ../bench).
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
+	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+)
+
+// bodyPools hold request bodies by size class (4, 16, 64 KiB), as *[]byte
+// so that Put does not allocate (staticcheck SA6002).
+var bodyPools [3]sync.Pool
+
+func getBody(n int) *[]byte {
+	i, size := 0, 4<<10
+	for size < n {
+		i, size = i+1, size<<2
+	}
+	if b, ok := bodyPools[i].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+func putBody(b *[]byte) {
+	switch cap(*b) {
+	case 4 << 10:
+		bodyPools[0].Put(b)
+	case 16 << 10:
+		bodyPools[1].Put(b)
+	case 64 << 10:
+		bodyPools[2].Put(b)
+	}
+}
+
+// h1Transport is a pool of HTTP/1.1 connections to one upstream.
+type h1Transport struct {
+	addr      string
+	dialer    net.Dialer
+	maxIdle   int
+	maxHeader int
+
+	mu     sync.Mutex
+	idle   []*h1Conn // LIFO: the most recently used connection is the warmest
+	closed bool
+}
+
+func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int) *h1Transport {
+	return &h1Transport{
+		addr:      addr,
+		dialer:    net.Dialer{Timeout: dial},
+		maxIdle:   orDefault(maxIdle, 1024),
+		maxHeader: orDefault(maxHeader, maxHeaderBytes),
+	}
+}
+
+// h1Conn is one upstream connection. Its buffers are attached while it
+// carries a request and returned to the pools when it goes idle.
+type h1Conn struct {
+	nc        net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	reused    bool
+	interrupt func() // bound once per connection, for context.AfterFunc
+	broken    atomic.Bool
+}
+
+// Read and Write make h1Conn the buffers' underlying reader and writer. It
+// hides net.TCPConn's ReadFrom from bufio.Writer, whose ReadFrom would
+// otherwise hand a request body to io.Copy and its 32 KiB allocation.
+func (c *h1Conn) Read(p []byte) (int, error)  { return c.nc.Read(p) }
+func (c *h1Conn) Write(p []byte) (int, error) { return c.nc.Write(p) }
+
+func (c *h1Conn) attach() {
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c)
+	c.bw = writerPool.Get().(*bufio.Writer)
+	c.bw.Reset(c)
+}
+
+func (c *h1Conn) detach() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.br, c.bw = nil, nil
+	}
+}
+
+// close closes the connection for good.
+func (c *h1Conn) close() {
+	c.nc.Close()
+	c.detach()
+}
+
+// aLongTimeAgo is a deadline that interrupts any pending I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
+	t.mu.Lock()
+	if n := len(t.idle); n > 0 {
+		c := t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		c.reused = true
+		c.attach()
+		return c, nil
+	}
+	t.mu.Unlock()
+	return t.dial(ctx)
+}
+
+func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
+	nc, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial upstream: %w", err)
+	}
+	c := &h1Conn{nc: nc}
+	c.interrupt = func() {
+		c.broken.Store(true)
+		c.nc.SetDeadline(aLongTimeAgo)
+	}
+	c.attach()
+	return c, nil
+}
+
+// put returns a connection whose exchange completed cleanly to the pool.
+func (t *h1Transport) put(c *h1Conn) {
+	if c.br.Buffered() > 0 || c.broken.Load() {
+		c.close() // bytes after the response: the framing cannot be trusted
+		return
+	}
+	c.detach()
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= t.maxIdle {
+		t.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	t.idle = append(t.idle, c)
+	t.mu.Unlock()
+}
+
+func (t *h1Transport) closeIdle() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}
+
+// serveH1 proxies r over an HTTP/1.1 upstream connection. It returns an
+// error only when nothing was written to w yet; a failure after the
+// response started aborts it (see abort).
+func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbound) error {
+	target := r.RequestURI
+	if r.Method == http.MethodConnect || target == "" || (target[0] != '/' && target != "*") {
+		// CONNECT and absolute-form targets are for forward proxies; an
+		// origin's sidecar has no use for them.
+		return fmt.Errorf("%w: target %q", errBadRequest, truncate(target))
+	}
+	if !httpguts.ValidHostHeader(o.Host) {
+		return fmt.Errorf("%w: host %q", errBadRequest, truncate(o.Host))
+	}
+	ctx := r.Context()
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	var body []byte
+	if hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
+		buf := getBody(int(r.ContentLength))
+		defer putBody(buf)
+		body = (*buf)[:r.ContentLength]
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return fmt.Errorf("%w: read body: %w", errClientGone, err)
+		}
+	}
+	stream := hasBody && body == nil
+
+	for attempt := 0; ; attempt++ {
+		c, err := p.h1.get(ctx)
+		if err != nil {
+			return err
+		}
+		stop := context.AfterFunc(ctx, c.interrupt)
+		writeHead(c.bw, r, o, target, r.ContentLength, hasBody, stream)
+		var bw *bodyWriter
+		if stream {
+			bw = startBody(w, c, r)
+		} else {
+			c.bw.Write(body)
+			err = c.bw.Flush()
+		}
+		var rh respHead
+		if err == nil {
+			rh, err = c.readHead(w.Header(), r.Method, p.h1.maxHeader)
+		}
+		if err != nil {
+			stop()
+			werr := bw.stop(c)
+			c.close()
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case werr != nil && errors.Is(werr, errClientGone):
+				return werr
+			case attempt == 0 && c.reused && !stream && isStale(err):
+				// The upstream closed an idle connection as we reused it:
+				// nothing of the request was lost, so send it again on a
+				// fresh connection. Exactly once.
+				continue
+			}
+			return err
+		}
+		if rh.code == http.StatusSwitchingProtocols {
+			stop()
+			if !o.WebSocket || stream {
+				c.close()
+				return fmt.Errorf("%w: unrequested 101", errBadResponse)
+			}
+			return p.tunnel(w, c, &rh)
+		}
+		err = c.copyResponse(w, r, &rh)
+		clean := stop() && err == nil && !rh.close
+		if werr := bw.stop(c); werr != nil {
+			clean = false
+		}
+		if clean {
+			p.h1.put(c)
+		} else {
+			c.close()
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, errClientGone) || ctx.Err() != nil:
+			// Nothing can reach the client any more; the request is over.
+		default:
+			abort()
+		}
+		return nil
+	}
+}
+
+// isStale reports an error that a reused connection gives when the upstream
+// closed it while idle: nothing read, and EOF, a reset or a broken pipe.
+func isStale(err error) bool {
+	return errors.Is(err, errNothingRead) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+var errNothingRead = errors.New("upstream closed the connection before responding")
+
+// writeHead writes the request line and the rewritten header into bw. It
+// does not allocate while the head fits in bw; it cannot fail, errors
+// surface at Flush.
+func writeHead(bw *bufio.Writer, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool) {
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(target)
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(o.Host)
+	bw.WriteString("\r\n")
+	for k, vv := range r.Header {
+		if !o.Forward(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if o.TETrailers {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	if o.WebSocket {
+		bw.WriteString("Connection: Upgrade\r\nUpgrade: websocket\r\n")
+	}
+	// AvailableBuffer lets the Append methods build the values in place.
+	b := append(bw.AvailableBuffer(), "X-Forwarded-For: "...)
+	b = o.AppendXFF(b)
+	b = append(b, "\r\nX-Forwarded-Proto: "...)
+	b = append(b, o.Proto...)
+	b = append(b, "\r\nX-Forwarded-Host: "...)
+	b = append(b, o.ForwardedHost...)
+	b = append(b, "\r\nForwarded: "...)
+	b = o.AppendForwarded(b)
+	b = append(b, "\r\n"...)
+	switch {
+	case chunked:
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	case hasBody:
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, n, 10)
+		b = append(b, "\r\n"...)
+	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
+		b = append(b, "Content-Length: 0\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	bw.Write(b)
+}
+
+// readHead reads response heads until a final one (or a 101) and adds its
+// fields to h. Informational responses other than 101 are skipped.
+func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, error) {
+	for i := 0; ; i++ {
+		s, err := c.readBlock(max, i == 0)
+		if err != nil {
+			return respHead{}, err
+		}
+		rh, err := parseHead(s, h)
+		if err != nil {
+			return rh, err
+		}
+		if rh.code >= 200 || rh.code == http.StatusSwitchingProtocols {
+			if method == http.MethodHead || rh.code == http.StatusNoContent || rh.code == http.StatusNotModified {
+				rh.chunked, rh.contentLength = false, 0
+			} else if !rh.chunked && rh.contentLength < 0 && rh.code != http.StatusSwitchingProtocols {
+				rh.close = true // the body runs until the upstream closes
+			}
+			return rh, nil
+		}
+		if i == max1xx {
+			return rh, fmt.Errorf("%w: too many 1xx responses", errBadResponse)
+		}
+		clear(h)
+	}
+}
+
+// readBlock returns the next response head as one string. The head is
+// usually in the read buffer whole and is copied out in one allocation;
+// a head larger than the buffer is gathered line by line.
+func (c *h1Conn) readBlock(max int, first bool) (string, error) {
+	br := c.br
+	if _, err := br.Peek(1); err != nil {
+		if first && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+			return "", fmt.Errorf("%w: %w", errNothingRead, err)
+		}
+		return "", fmt.Errorf("read response: %w", err)
+	}
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if n := headEnd(buf); n > 0 {
+			if n > max {
+				return "", fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
+			}
+			s := string(buf[:n])
+			br.Discard(n)
+			return s, nil
+		}
+		if br.Buffered() == br.Size() || br.Buffered() > max {
+			break
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return "", fmt.Errorf("read response head: %w", noEOF(err))
+		}
+	}
+	bb := bytebufferpool.Get()
+	defer bytebufferpool.Put(bb)
+	lineStart := true
+	for {
+		line, err := br.ReadSlice('\n')
+		bb.Write(line)
+		if bb.Len() > max {
+			return "", fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			lineStart = false
+			continue
+		case err != nil:
+			return "", fmt.Errorf("read response head: %w", noEOF(err))
+		}
+		if lineStart && (len(line) == 1 || (len(line) == 2 && line[0] == '\r')) {
+			return bb.String(), nil
+		}
+		lineStart = true
+	}
+}
+
+// noEOF turns a clean EOF in the middle of a message into
+// io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// copyResponse writes the status and streams the body to w. Errors wrap
+// errClientGone when the client could not be written.
+func (c *h1Conn) copyResponse(w http.ResponseWriter, r *http.Request, rh *respHead) error {
+	w.WriteHeader(rh.code)
+	f, _ := w.(http.Flusher)
+	cp := copier{c: c, w: w, f: f, dirty: true}
+	switch {
+	case rh.chunked:
+		return cp.chunked(w.Header())
+	case rh.contentLength > 0:
+		return cp.n(rh.contentLength)
+	case rh.contentLength < 0 && rh.close:
+		return cp.untilEOF()
+	}
+	return nil
+}
+
+// copier moves a response body from the upstream's read buffer to the
+// client. It flushes the client's response only when the next read would
+// wait on the upstream, so a 1 KiB response goes out in the one write that
+// net/http makes when the handler returns, and a stream (server-sent events,
+// a long poll) goes out as the upstream writes it.
+type copier struct {
+	c     *h1Conn
+	w     io.Writer
+	f     http.Flusher
+	dirty bool // written to w since the last flush
+}
+
+func (cp *copier) fill() error {
+	if cp.c.br.Buffered() > 0 {
+		return nil
+	}
+	if cp.dirty && cp.f != nil {
+		cp.f.Flush()
+		cp.dirty = false
+	}
+	_, err := cp.c.br.Peek(1)
+	return err
+}
+
+// buffered writes up to n bytes that are already buffered.
+func (cp *copier) buffered(n int64) (int, error) {
+	br := cp.c.br
+	if m := br.Buffered(); int64(m) < n {
+		n = int64(m)
+	}
+	b, _ := br.Peek(int(n))
+	m, err := cp.w.Write(b)
+	br.Discard(m)
+	cp.dirty = true
+	if err != nil {
+		return m, fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	return m, nil
+}
+
+func (cp *copier) n(n int64) error {
+	for n > 0 {
+		if err := cp.fill(); err != nil {
+			return fmt.Errorf("read response body: %w", noEOF(err))
+		}
+		m, err := cp.buffered(n)
+		if err != nil {
+			return err
+		}
+		n -= int64(m)
+	}
+	return nil
+}
+
+func (cp *copier) untilEOF() error {
+	for {
+		if err := cp.fill(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read response body: %w", err)
+		}
+		if _, err := cp.buffered(int64(cp.c.br.Buffered())); err != nil {
+			return err
+		}
+	}
+}
+
+// chunked decodes a chunked body (RFC 9112 section 7.1) and passes its
+// trailers on through h with http.TrailerPrefix.
+func (cp *copier) chunked(h http.Header) error {
+	br := cp.c.br
+	for {
+		if err := cp.fill(); err != nil {
+			return fmt.Errorf("read chunk: %w", noEOF(err))
+		}
+		line, err := readLine(br)
+		if err != nil {
+			return err
+		}
+		size, ok := parseChunkSize(line)
+		if !ok {
+			return fmt.Errorf("%w: chunk size", errBadResponse)
+		}
+		if size == 0 {
+			return cp.trailers(h)
+		}
+		if err := cp.n(size); err != nil {
+			return err
+		}
+		if err := cp.fill(); err != nil {
+			return fmt.Errorf("read chunk: %w", noEOF(err))
+		}
+		if line, err := readLine(br); err != nil || len(line) != 0 {
+			return fmt.Errorf("%w: chunk end", errBadResponse)
+		}
+	}
+}
+
+// readLine reads one line without its CRLF (or LF). Lines longer than the
+// read buffer are refused.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, fmt.Errorf("%w: line too long", errBadResponse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read response body: %w", noEOF(err))
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+func (cp *copier) trailers(h http.Header) error {
+	total := 0
+	for {
+		line, err := readLine(cp.c.br)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			return nil
+		}
+		if total += len(line); total > maxHeaderBytes {
+			return fmt.Errorf("%w: trailers too large", errBadResponse)
+		}
+		colon := indexByte(line, ':')
+		if colon <= 0 {
+			return fmt.Errorf("%w: trailer line", errBadResponse)
+		}
+		name, value := string(line[:colon]), trimOWS(string(line[colon+1:]))
+		if !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+			return fmt.Errorf("%w: trailer line", errBadResponse)
+		}
+		key := textproto.CanonicalMIMEHeaderKey(name)
+		if forbiddenTrailer(key) {
+			continue
+		}
+		h.Add(http.TrailerPrefix+key, value)
+	}
+}
+
+// bodyWriter streams a request body whose size is unknown or too large to
+// hold, on its own goroutine, so that the response can be read while the
+// body is still being sent (a streaming upload, a bidirectional exchange)
+// without either side waiting on the other.
+type bodyWriter struct {
+	done chan error
+	rc   *http.ResponseController
+	err  error
+	over bool
+}
+
+func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request) *bodyWriter {
+	bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(w)}
+	// net/http's HTTP/1 server would otherwise discard the unread body as
+	// soon as the response starts (see EnableFullDuplex). HTTP/2 is always
+	// full duplex and reports ErrNotSupported, which is fine.
+	bw.rc.EnableFullDuplex()
+	go func() { bw.done <- c.writeBody(r) }()
+	return bw
+}
+
+// stop waits for the body writer. If it is still running (the response came
+// first), it is interrupted: the client's body read is given a past
+// deadline and the upstream connection, which will not be reused, too.
+func (bw *bodyWriter) stop(c *h1Conn) error {
+	if bw == nil || bw.over {
+		if bw == nil {
+			return nil
+		}
+		return bw.err
+	}
+	select {
+	case bw.err = <-bw.done:
+	default:
+		bw.rc.SetReadDeadline(aLongTimeAgo)
+		c.nc.SetDeadline(aLongTimeAgo)
+		<-bw.done
+		bw.err = errors.New("request body not sent whole")
+	}
+	bw.over = true
+	return bw.err
+}
+
+// writeBody sends the request body, chunked when its length is unknown,
+// flushing each piece as it arrives from the client.
+func (c *h1Conn) writeBody(r *http.Request) error {
+	chunked := r.ContentLength < 0
+	bufp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bufp)
+	buf := *bufp
+	var sent int64
+	for {
+		n, rerr := r.Body.Read(buf)
+		if n > 0 {
+			sent += int64(n)
+			if chunked {
+				b := strconv.AppendInt(c.bw.AvailableBuffer(), int64(n), 16)
+				c.bw.Write(append(b, "\r\n"...))
+			}
+			c.bw.Write(buf[:n])
+			if chunked {
+				c.bw.WriteString("\r\n")
+			}
+			if err := c.bw.Flush(); err != nil {
+				return fmt.Errorf("write request body: %w", err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			c.nc.SetDeadline(aLongTimeAgo) // wake the response reader
+			return fmt.Errorf("%w: read body: %w", errClientGone, rerr)
+		}
+	}
+	if !chunked {
+		if sent != r.ContentLength {
+			return fmt.Errorf("%w: body of %d bytes, want %d", errClientGone, sent, r.ContentLength)
+		}
+		return nil
+	}
+	c.bw.WriteString("0\r\n")
+	for k, vv := range r.Trailer {
+		if forbiddenTrailer(k) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			if httpguts.ValidHeaderFieldValue(v) {
+				c.bw.WriteString(k + ": " + v + "\r\n")
+			}
+		}
+	}
+	c.bw.WriteString("\r\n")
+	if err := c.bw.Flush(); err != nil {
+		return fmt.Errorf("write request body: %w", err)
+	}
+	return nil
+}

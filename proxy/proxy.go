@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queue-dev/queue/headers"
+	"golang.org/x/net/http2"
+)
+
+// Upstream protocols, named after the user container's port name.
+const (
+	HTTP1 = "http1"
+	H2C   = "h2c"
+)
+
+// Config configures a Proxy. The zero value of each field is documented.
+type Config struct {
+	// Upstream is the user container's address, host:port. Required.
+	Upstream string
+	// Protocol is HTTP1 (the zero value means HTTP1) or H2C.
+	Protocol string
+	// Trust lists the peers whose Forwarded and X-Forwarded-* headers are
+	// kept. The zero Trust trusts nobody.
+	Trust headers.Trust
+	// MaxIdleConns bounds the idle HTTP/1.1 upstream connections kept for
+	// reuse. 0 means 1024.
+	MaxIdleConns int
+	// MaxResponseHeaderBytes bounds an upstream response head (and its
+	// trailers). 0 means 64 KiB.
+	MaxResponseHeaderBytes int
+	// DialTimeout bounds a connect to the upstream. 0 means 5s.
+	DialTimeout time.Duration
+	// Logger receives the upstream's changes of state. nil discards.
+	Logger *slog.Logger
+}
+
+// Proxy is the terminal handler. Create it with New.
+type Proxy struct {
+	h1      *h1Transport
+	h2      *http2.Transport
+	addr    string
+	trust   headers.Trust
+	log     *slog.Logger
+	failing atomic.Bool // the last request failed at the upstream; logged on change only
+
+	tunnelMu sync.Mutex
+	tunnels  map[io.Closer]struct{}
+	tunnelWG sync.WaitGroup
+}
+
+// New validates cfg and returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
+		return nil, fmt.Errorf("upstream %q: want host:port", cfg.Upstream)
+	}
+	p := &Proxy{addr: cfg.Upstream, trust: cfg.Trust, log: cfg.Logger, tunnels: map[io.Closer]struct{}{}}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	dial := cfg.DialTimeout
+	if dial == 0 {
+		dial = 5 * time.Second
+	}
+	switch cfg.Protocol {
+	case "", HTTP1:
+		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes)
+	case H2C:
+		d := &net.Dialer{Timeout: dial}
+		p.h2 = &http2.Transport{
+			AllowHTTP: true,
+			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				return d.DialContext(ctx, network, addr)
+			},
+			MaxHeaderListSize: uint32(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
+			ReadIdleTimeout:   30 * time.Second,
+			PingTimeout:       5 * time.Second,
+		}
+	default:
+		return nil, fmt.Errorf("upstream protocol %q: want %s or %s", cfg.Protocol, HTTP1, H2C)
+	}
+	return p, nil
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Close closes idle upstream connections and every websocket tunnel.
+func (p *Proxy) Close() error {
+	if p.h1 != nil {
+		p.h1.closeIdle()
+	}
+	if p.h2 != nil {
+		p.h2.CloseIdleConnections()
+	}
+	p.CloseTunnels()
+	return nil
+}
+
+// ServeHTTP sends r to the upstream and streams the response back.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	peer := peerAddr(r.RemoteAddr)
+	hop := headers.Hop{Peer: peer, TLS: r.TLS != nil, Trusted: p.trust.Contains(peer)}
+	o := headers.NewOutbound(r.Header, r.Host, hop)
+	var err error
+	if p.h1 != nil {
+		err = p.serveH1(w, r, &o)
+	} else {
+		err = p.serveH2(w, r, &o)
+	}
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	if p.failing.Load() && p.failing.CompareAndSwap(true, false) {
+		p.log.LogAttrs(r.Context(), slog.LevelInfo, "upstream recovered", slog.String("upstream", p.addr))
+	}
+}
+
+// peerAddr parses r.RemoteAddr without allocating; unknown forms give the
+// zero Addr.
+func peerAddr(remote string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr()
+	}
+	return netip.Addr{}
+}
+
+// fail answers a request that got no response: the status from StatusFor and
+// its text, never the error's. A client that went away gets nothing.
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := StatusFor(err)
+	switch {
+	case code == StatusClientClosed:
+		if p.log.Enabled(r.Context(), slog.LevelDebug) {
+			p.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away",
+				slog.String("remote_addr", r.RemoteAddr), slog.Any("err", err))
+		}
+		return
+	case code >= 500 && code != http.StatusServiceUnavailable:
+		if p.failing.CompareAndSwap(false, true) {
+			p.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream failing",
+				slog.String("upstream", p.addr), slog.Int("status", code), slog.Any("err", err))
+		}
+	}
+	WriteError(w, code)
+}
+
+// WriteError writes a complete error response: status code and its text as
+// a plain-text body. Headers already set on w are dropped.
+func WriteError(w http.ResponseWriter, code int) {
+	h := w.Header()
+	clear(h)
+	text := http.StatusText(code)
+	h["Content-Type"] = textPlain
+	h[headers.ContentLength] = []string{strconv.Itoa(len(text))}
+	if code >= 400 && code < 500 {
+		h[headers.Connection] = connClose
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, text)
+}
+
+var (
+	textPlain = []string{"text/plain; charset=utf-8"}
+	connClose = []string{"close"}
+)
+
+// abort cuts a response that already started: HTTP/1.1 closes the
+// connection, HTTP/2 resets the stream. A complete-looking response must
+// never reach the client after an upstream failure.
+func abort() { panic(http.ErrAbortHandler) }
+
+// track registers an upgraded connection pair so that CloseTunnels can end
+// it; the returned func unregisters it.
+func (p *Proxy) track(c io.Closer) func() {
+	p.tunnelMu.Lock()
+	p.tunnels[c] = struct{}{}
+	p.tunnelWG.Add(1)
+	p.tunnelMu.Unlock()
+	return func() {
+		p.tunnelMu.Lock()
+		delete(p.tunnels, c)
+		p.tunnelMu.Unlock()
+		p.tunnelWG.Done()
+	}
+}
+
+// Tunnels reports the number of open upgraded (websocket) connections.
+func (p *Proxy) Tunnels() int {
+	p.tunnelMu.Lock()
+	defer p.tunnelMu.Unlock()
+	return len(p.tunnels)
+}
+
+// WaitTunnels blocks until every upgraded connection has ended or ctx is
+// done.
+func (p *Proxy) WaitTunnels(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { p.tunnelWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CloseTunnels closes every upgraded connection.
+func (p *Proxy) CloseTunnels() {
+	p.tunnelMu.Lock()
+	defer p.tunnelMu.Unlock()
+	for c := range p.tunnels {
+		c.Close()
+	}
+}
+
+var errNoBody = errors.New("no body")

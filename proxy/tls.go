@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// CertReloader serves a certificate pair from two PEM files and re-reads
+// them when their content changes, so that a rotated certificate (a
+// Kubernetes secret update, a cert-manager renewal) is used by new
+// handshakes without a restart. Open connections are not touched. A new pair
+// that does not load is logged and the last good one kept.
+//
+// It polls rather than watches: a Kubernetes secret volume replaces files
+// by swapping a symlinked directory, which file watches follow badly, and
+// reading two small files a second costs nothing.
+type CertReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	cert              atomic.Pointer[tls.Certificate]
+	certPEM, keyPEM   []byte // last content tried, good or bad
+}
+
+// NewCertReloader loads the pair once; an error here is a configuration
+// error. A nil logger discards.
+func NewCertReloader(certFile, keyFile string, log *slog.Logger) (*CertReloader, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &CertReloader{certFile: certFile, keyFile: keyFile, log: log}
+	certPEM, keyPEM, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load %s and %s: %w", certFile, keyFile, err)
+	}
+	c.cert.Store(&cert)
+	c.certPEM, c.keyPEM = certPEM, keyPEM
+	return c, nil
+}
+
+func (c *CertReloader) read() (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = os.ReadFile(c.certFile); err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = os.ReadFile(c.keyFile); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
+}
+
+// Reload re-reads the files and, when their content changed and loads,
+// switches to the new pair. It reports whether it switched.
+func (c *CertReloader) Reload() bool {
+	certPEM, keyPEM, err := c.read()
+	if err != nil {
+		// Mid-rotation one file may be missing for a moment: keep the pair.
+		return false
+	}
+	if bytes.Equal(certPEM, c.certPEM) && bytes.Equal(keyPEM, c.keyPEM) {
+		return false
+	}
+	c.certPEM, c.keyPEM = certPEM, keyPEM
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, "new certificate pair rejected; keeping the old one",
+			slog.String("cert", c.certFile), slog.String("key", c.keyFile), slog.Any("err", err))
+		return false
+	}
+	c.cert.Store(&cert)
+	c.log.LogAttrs(context.Background(), slog.LevelInfo, "certificate reloaded", slog.String("cert", c.certFile))
+	return true
+}
+
+// Run calls Reload every period until ctx is done. It must run on one
+// goroutine only.
+func (c *CertReloader) Run(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.Reload()
+		}
+	}
+}
+
+// GetCertificate is for tls.Config.GetCertificate.
+func (c *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.cert.Load(), nil
+}
+
+// TLSConfig returns a server configuration that serves the reloaded pair,
+// offers HTTP/2 and HTTP/1.1 by ALPN, and accepts TLS 1.2 or newer
+// (minVersion, when higher, raises the floor).
+func (c *CertReloader) TLSConfig(minVersion uint16) *tls.Config {
+	if minVersion < tls.VersionTLS12 {
+		minVersion = tls.VersionTLS12
+	}
+	return &tls.Config{
+		MinVersion:     minVersion,
+		GetCertificate: c.GetCertificate,
+		NextProtos:     []string{"h2", "http/1.1"},
+	}
+}
