@@ -227,7 +227,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			return err
 		}
 		stop := context.AfterFunc(ctx, c.interrupt)
-		writeHead(c.bw, r, o, target, r.ContentLength, hasBody, stream)
+		writeHead(c.bw, r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
 		var bw *bodyWriter
 		if stream {
 			bw = startBody(w, c, r)

@@ -88,4 +88,3 @@ func copyStream(w http.ResponseWriter, body io.Reader, length int64) error {
 		}
 	}
 }
-

@@ -272,7 +272,7 @@ func (w levelWriter) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
 	level := slog.LevelWarn
 	if strings.Contains(msg, "TLS handshake error") || strings.Contains(msg, "error reading preface") ||
-		strings.Contains(msg, "URL query contains semicolon") {
+		strings.Contains(msg, "URL query contains semicolon") || strings.Contains(msg, "http2: server connection error") {
 		level = slog.LevelDebug
 	}
 	w.l.LogAttrs(context.Background(), level, msg, slog.String("source", "net/http"))
