@@ -1,0 +1,101 @@
+package main
+
+import (
+	"crypto/tls"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTLS: ALPN picks HTTP/2 or HTTP/1.1, X-Forwarded-Proto is https, and
+// TLS below 1.2 is refused.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	q := startTLSQueue(t, hostPort(h1Upstream(t, http.HandlerFunc(echo))))
+	for mode, want := range map[string]string{modeTLSH2: "HTTP/2.0", modeTLSH1: "HTTP/1.1"} {
+		c, base := q.client(t, mode)
+		res, body := get(t, c, base+"/", nil)
+		if res.Proto != want {
+			t.Errorf("%s: proto %s, want %s", mode, res.Proto, want)
+		}
+		if !strings.Contains(body, `"X-Forwarded-Proto": [
+      "https"`) {
+			t.Errorf("%s: upstream did not see X-Forwarded-Proto https: %s", mode, body)
+		}
+	}
+	conn, err := tls.Dial("tcp", q.addr.TLS, &tls.Config{RootCAs: q.certPool, ServerName: "localhost",
+		MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
+	if err == nil {
+		conn.Close()
+		t.Error("a TLS 1.1 handshake succeeded, want TLS 1.2 at least")
+	}
+}
+
+// TestCertRotation: new handshakes get a rewritten pair within 2 s, an open
+// connection keeps working, and a broken pair is logged and ignored.
+func TestCertRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeCert(t, dir, "one")
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	q := startQueue(t, hostPort(up), "--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key"))
+
+	insecure := &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"}
+	served := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", q.addr.TLS, insecure)
+		if err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	// waitFor polls new handshakes until the certificate is cn or 2 s
+	// pass; rotation is promised within 2 s.
+	waitFor := func(cn string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for time.Since(start) < 2*time.Second {
+			if served() == cn {
+				return time.Since(start)
+			}
+			time.Sleep(20 * time.Millisecond) // polling an outside condition, bounded by the 2 s promise
+		}
+		t.Fatalf("still serving %q 2 s after writing %q", served(), cn)
+		return 0
+	}
+	if got := served(); got != "one" {
+		t.Fatalf("serving %q, want one", got)
+	}
+	// An HTTP/2 connection opened before the rotation.
+	tr := &http.Transport{TLSClientConfig: insecure, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	if res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/2.0" {
+		t.Fatalf("proto %s", res.Proto)
+	}
+
+	writeCert(t, dir, "two")
+	took := waitFor("two")
+	t.Logf("new certificate served %v after the write", took)
+	res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil)
+	if res.StatusCode != 200 || res.TLS.PeerCertificates[0].Subject.CommonName != "one" {
+		t.Errorf("open connection: status %d, certificate %q; want 200 on the old connection",
+			res.StatusCode, res.TLS.PeerCertificates[0].Subject.CommonName)
+	}
+
+	os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o600)
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(q.logs.String(), "new certificate pair rejected") {
+		if time.Now().After(deadline) {
+			t.Fatal("a broken pair was not logged")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the log, bounded
+	}
+	if got := served(); got != "two" {
+		t.Errorf("after a broken pair: serving %q, want the last good one (two)", got)
+	}
+}
