@@ -53,7 +53,14 @@ func ParseTrust(s string) (Trust, error) {
 		if f == "" {
 			continue
 		}
+		if strings.IndexByte(f, '%') >= 0 && strings.IndexByte(f, '/') >= 0 {
+			return Trust{}, &TrustError{Entry: f} // netip would read "eth0/10" as a zone
+		}
 		if p, err := netip.ParsePrefix(f); err == nil {
+			if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+				// Peers are compared unmapped, so ::ffff:10.0.0.0/104 means 10.0.0.0/8.
+				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+			}
 			t.prefixes = append(t.prefixes, p.Masked())
 			continue
 		}
@@ -61,7 +68,7 @@ func ParseTrust(s string) (Trust, error) {
 		if err != nil {
 			return Trust{}, &TrustError{Entry: f}
 		}
-		a = a.Unmap()
+		a = a.Unmap().WithZone("") // peers are compared without their zone
 		t.prefixes = append(t.prefixes, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return t, nil
@@ -323,7 +330,16 @@ func (o *Outbound) appendKept(dst []byte, sep string) []byte {
 // address in its RFC 7239 form (IPv6 bracketed and quoted, a port kept), any
 // other token as it is, anything else as a quoted-string.
 func appendXFFNode(dst []byte, node string) []byte {
-	if ap, err := netip.ParseAddrPort(node); err == nil {
+	if !maybeAddr(node) {
+		// "unknown", an obfuscated name: no parse, whose failure would
+		// allocate its error (TestOutboundAllocs).
+		return appendValue(dst, node)
+	}
+	if strings.Count(node, ":") == 1 || node[0] == '[' && strings.Contains(node, "]:") {
+		ap, err := netip.ParseAddrPort(node)
+		if err != nil {
+			return appendValue(dst, node)
+		}
 		a := ap.Addr().Unmap()
 		dst = append(dst, '"')
 		if a.Is4() {
@@ -336,10 +352,33 @@ func appendXFFNode(dst []byte, node string) []byte {
 		dst = appendUint(dst, ap.Port())
 		return append(dst, '"')
 	}
-	if a, err := netip.ParseAddr(strings.Trim(node, "[]")); err == nil {
+	bare := node
+	if len(node) > 2 && node[0] == '[' && node[len(node)-1] == ']' {
+		bare = node[1 : len(node)-1]
+	}
+	if a, err := netip.ParseAddr(bare); err == nil {
 		return appendNode(dst, a.Unmap().WithZone(""))
 	}
 	return appendValue(dst, node)
+}
+
+// maybeAddr reports whether node is made of the characters an IP address,
+// bracketed or with a port or zone, is made of.
+func maybeAddr(node string) bool {
+	if node == "" {
+		return false
+	}
+	for i := 0; i < len(node); i++ {
+		switch c := node[i]; {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F',
+			c == '.', c == ':', c == '[', c == ']':
+		case c == '%':
+			return true // a zone: anything may follow
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func appendUint(dst []byte, v uint16) []byte {

@@ -30,6 +30,9 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	out.Close = false
 	out.Header = r.Header
 	o.Apply(out.Header)
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = noUserAgent // else the Transport sends its own
+	}
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
@@ -59,6 +62,8 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	}
 	return nil
 }
+
+var noUserAgent = []string{""}
 
 // copyStream copies body to w, flushing after every read unless the body's
 // length is known and reached: an HTTP/2 upstream's DATA frames (a gRPC

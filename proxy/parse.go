@@ -77,10 +77,9 @@ func parseHead(s string, h http.Header) (respHead, error) {
 	if len(line) < 12 || line[:7] != "HTTP/1." || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
 		return rh, fmt.Errorf("%w: status line %q", errBadResponse, truncate(line))
 	}
+	http10 := line[7] == '0'
 	switch line[7] {
-	case '0':
-		rh.close = true // HTTP/1.0 closes unless it says keep-alive
-	case '1':
+	case '0', '1':
 	default:
 		return rh, fmt.Errorf("%w: version %q", errBadResponse, truncate(line))
 	}
@@ -162,6 +161,7 @@ func parseHead(s string, h http.Header) (respHead, error) {
 			rh.close = true // read until close
 		}
 	}
+	keepAlive := false
 	for connection != "" {
 		var tok string
 		tok, connection, _ = strings.Cut(connection, ",")
@@ -169,15 +169,18 @@ func parseHead(s string, h http.Header) (respHead, error) {
 		case strings.EqualFold(tok, "close"):
 			rh.close = true
 		case strings.EqualFold(tok, "keep-alive"):
-			if line := s[:8]; line == "HTTP/1.0" {
-				rh.close = false
-			}
+			keepAlive = true
 		case strings.EqualFold(tok, "upgrade"), tok == "":
 		default:
 			if httpguts.ValidHeaderFieldName(tok) {
 				delete(h, textproto.CanonicalMIMEHeaderKey(tok))
 			}
 		}
+	}
+	if http10 && (!keepAlive || te) {
+		// HTTP/1.0 closes unless it says keep-alive; Transfer-Encoding in
+		// an HTTP/1.0 message is faulty framing (RFC 9112 section 6.1).
+		rh.close = true
 	}
 	return rh, nil
 }

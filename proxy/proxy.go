@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/headers"
-	"golang.org/x/net/http2"
 )
 
 // Upstream protocols, named after the user container's port name.
@@ -49,7 +46,7 @@ type Config struct {
 // Proxy is the terminal handler. Create it with New.
 type Proxy struct {
 	h1      *h1Transport
-	h2      *http2.Transport
+	h2      *http.Transport
 	addr    string
 	trust   headers.Trust
 	log     *slog.Logger
@@ -77,15 +74,21 @@ func New(cfg Config) (*Proxy, error) {
 	case "", HTTP1:
 		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes)
 	case H2C:
-		d := &net.Dialer{Timeout: dial}
-		p.h2 = &http2.Transport{
-			AllowHTTP: true,
-			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return d.DialContext(ctx, network, addr)
+		// net/http's Transport speaks h2c with prior knowledge when
+		// UnencryptedHTTP2 is its only protocol (Go 1.24).
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		p.h2 = &http.Transport{
+			Protocols:              &protos,
+			DialContext:            (&net.Dialer{Timeout: dial}).DialContext,
+			MaxResponseHeaderBytes: int64(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
+			// The client's Accept-Encoding passes as it came; the Transport
+			// must neither add gzip nor decompress behind the client's back.
+			DisableCompression: true,
+			HTTP2: &http.HTTP2Config{
+				SendPingTimeout: 30 * time.Second,
+				PingTimeout:     5 * time.Second,
 			},
-			MaxHeaderListSize: uint32(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
-			ReadIdleTimeout:   30 * time.Second,
-			PingTimeout:       5 * time.Second,
 		}
 	default:
 		return nil, fmt.Errorf("upstream protocol %q: want %s or %s", cfg.Protocol, HTTP1, H2C)
@@ -229,5 +232,3 @@ func (p *Proxy) CloseTunnels() {
 		c.Close()
 	}
 }
-
-var errNoBody = errors.New("no body")

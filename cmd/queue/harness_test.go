@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the tests drive queue with golang.org/x/net/http2's own client on purpose: a second HTTP/2 implementation besides net/http's.
+
 package main
 
 import (
@@ -11,7 +13,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -268,6 +269,3 @@ func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string
 	}
 	return res, string(b)
 }
-
-// discardLogger is for code under test that wants a logger.
-var discardLogger = slog.New(slog.DiscardHandler)

@@ -54,7 +54,14 @@ func TestProtocolSelection(t *testing.T) {
 			t.Run(mode+"-to-"+up, func(t *testing.T) {
 				t.Parallel()
 				c, base := qs[up].client(t, mode)
-				res, body := get(t, c, base+"/", nil)
+				res, body := get(t, c, base+"/", map[string]string{"User-Agent": ""}) // an empty value: the client sends none
+				// Nothing the client did not send: no Accept-Encoding, no
+				// User-Agent of queue's own.
+				for _, h := range []string{`"Accept-Encoding"`, `"User-Agent"`} {
+					if strings.Contains(body, h) {
+						t.Errorf("upstream saw %s the client never sent: %s", h, body)
+					}
+				}
 				wantUp := map[string]string{"http1": "HTTP/1.1", "h2c": "HTTP/2.0"}[up]
 				if !strings.Contains(body, `"proto": "`+wantUp+`"`) {
 					t.Errorf("upstream saw %s, want %s", body, wantUp)

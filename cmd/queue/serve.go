@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 x/net's http2.Server serves the connections that "Upgrade: h2c" hands over (see proxy.H2CUpgrade); ConfigureServer gives those connections a GOAWAY on drain.
+
 package main
 
 import (

@@ -1,0 +1,19 @@
+# A small static image: one binary, no shell, non-root.
+#   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t queue .
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+      -o /out/queue ./cmd/queue
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/queue /queue
+USER 65532:65532
+# serving, TLS serving, admin, autoscaler stats, Prometheus
+EXPOSE 8012 8112 8022 9090 9091
+ENTRYPOINT ["/queue"]

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection enforces STYLE section 1: which of our packages
+// may import which. Every package must appear below.
+func TestDependencyDirection(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/queue-dev/queue/"
+	// allowed lists, per package, the module's own packages it may use and
+	// whether anything outside the standard library is allowed.
+	allowed := map[string]struct {
+		own      []string
+		external []string // import path prefixes
+	}{
+		"cmd/queue": {own: []string{"proxy", "headers", "probe", "stats", "limit", "drain"}, external: []string{""}},
+		"proxy":     {own: []string{"headers"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"headers":   {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
+		"probe":     {external: []string{"golang.org/x/net/http/httpguts"}},
+		"stats":     {external: []string{"golang.org/x/net/http/httpguts"}},
+		"limit":     {external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain":     {external: []string{"golang.org/x/net/http/httpguts"}},
+	}
+	out, err := exec.Command("go", "list", "-json=ImportPath,Deps,Standard", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Deps       []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(p.ImportPath, mod)
+		if strings.HasPrefix(name, "bench") {
+			continue // _test.go files only
+		}
+		rule, ok := allowed[name]
+		if !ok {
+			t.Errorf("package %s has no dependency rule: add it to STYLE.md and this test", name)
+			continue
+		}
+	deps:
+		for _, d := range p.Deps {
+			if own, ok := strings.CutPrefix(d, mod); ok {
+				for _, a := range rule.own {
+					if own == a {
+						continue deps
+					}
+				}
+				t.Errorf("%s imports %s", name, own)
+				continue
+			}
+			if !strings.Contains(strings.Split(d, "/")[0], ".") {
+				continue // standard library
+			}
+			for _, prefix := range rule.external {
+				if strings.HasPrefix(d, prefix) {
+					continue deps
+				}
+			}
+			t.Errorf("%s depends on %s outside the standard library", name, d)
+		}
+	}
+}

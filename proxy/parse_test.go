@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// crlf turns the "\n" line ends of a test head into "\r\n".
+func crlf(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+
+func TestParseHead(t *testing.T) {
+	t.Parallel()
+	type rh = respHead
+	tests := []struct {
+		name    string
+		in      string // "\n" is sent as "\r\n" unless bareLF
+		bareLF  bool
+		want    respHead
+		wantH   http.Header
+		wantErr bool
+	}{
+		// Status line.
+		{name: "ok", in: "HTTP/1.1 200 OK\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
+		{name: "no reason", in: "HTTP/1.1 204\n\n", want: rh{code: 204, contentLength: -1}, wantH: http.Header{}},
+		{name: "empty reason", in: "HTTP/1.1 404 \n\n", want: rh{code: 404, contentLength: -1}, wantH: http.Header{}},
+		{name: "long reason", in: "HTTP/1.1 503 Service Unavailable, try later\n\n", want: rh{code: 503, contentLength: -1}, wantH: http.Header{}},
+		{name: "1xx", in: "HTTP/1.1 103 Early Hints\nLink: </a.css>; rel=preload\n\n", want: rh{code: 103, contentLength: -1}, wantH: http.Header{"Link": {"</a.css>; rel=preload"}}},
+		{name: "999", in: "HTTP/1.1 999 X\n\n", want: rh{code: 999, contentLength: -1}, wantH: http.Header{}},
+		{name: "bare lf", in: "HTTP/1.1 200 OK\nA: 1\n\n", bareLF: true, want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}}},
+		{name: "mixed line ends", in: "HTTP/1.1 200 OK\r\nA: 1\nB: 2\r\n\n", bareLF: true, want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}, "B": {"2"}}},
+		{name: "body after head ignored", in: "HTTP/1.1 200 OK\nA: 1\n\nB: 2\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}}},
+		{name: "empty", in: "", wantErr: true},
+		{name: "short status", in: "HTTP/1.1 20 OK\n\n", wantErr: true},
+		{name: "status below 100", in: "HTTP/1.1 099 X\n\n", wantErr: true},
+		{name: "status not digits", in: "HTTP/1.1 2x0 OK\n\n", wantErr: true},
+		{name: "status signed", in: "HTTP/1.1 +20 OK\n\n", wantErr: true},
+		{name: "no space after status", in: "HTTP/1.1 200OK\n\n", wantErr: true},
+		{name: "tab after status", in: "HTTP/1.1 200\tOK\n\n", wantErr: true},
+		{name: "two spaces before status", in: "HTTP/1.1  200 OK\n\n", wantErr: true},
+		{name: "four digit status", in: "HTTP/1.1 2000 OK\n\n", wantErr: true},
+		{name: "http/2", in: "HTTP/2.0 200 OK\n\n", wantErr: true},
+		{name: "http/1.2", in: "HTTP/1.2 200 OK\n\n", wantErr: true},
+		{name: "lower case version", in: "http/1.1 200 OK\n\n", wantErr: true},
+		{name: "icy", in: "ICY 200 OK\n\n", wantErr: true},
+		{name: "leading empty line", in: "\nHTTP/1.1 200 OK\n\n", wantErr: true},
+
+		// Connection persistence.
+		{name: "http/1.0 closes", in: "HTTP/1.0 200 OK\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "http/1.0 keep-alive", in: "HTTP/1.0 200 OK\nConnection: Keep-Alive\nKeep-Alive: timeout=5\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
+		{name: "http/1.1 keep-alive is a no-op", in: "HTTP/1.1 200 OK\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
+		{name: "connection close", in: "HTTP/1.1 200 OK\nConnection: close\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "connection close in a list", in: "HTTP/1.1 200 OK\nConnection: foo, CLOSE\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "connection close on second line", in: "HTTP/1.1 200 OK\nConnection: foo\nConnection: close\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		// On HTTP/1.0 close wins over keep-alive (RFC 9112 section 9.3;
+		// net/http's shouldClose agrees). Regression: c30d916 kept it alive.
+		{name: "http/1.0 close wins over keep-alive", in: "HTTP/1.0 200 OK\nConnection: close, keep-alive\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		// An HTTP/1.0 response with Transfer-Encoding must close the
+		// connection (RFC 9112 section 6.1), keep-alive or not. Regression:
+		// c30d916 let keep-alive clear close.
+		{name: "http/1.0 chunked closes despite keep-alive", in: "HTTP/1.0 200 OK\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+		// A response with both Transfer-Encoding and Content-Length is not
+		// reused, whatever keep-alive says.
+		{name: "http/1.0 te and cl close despite keep-alive", in: "HTTP/1.0 200 OK\nContent-Length: 5\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+
+		// Content-Length.
+		{name: "content-length", in: "HTTP/1.1 200 OK\nContent-Length: 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
+		{name: "content-length zero", in: "HTTP/1.1 200 OK\ncontent-length:0\n\n", want: rh{code: 200, contentLength: 0}, wantH: http.Header{"Content-Length": {"0"}}},
+		{name: "content-length duplicate equal", in: "HTTP/1.1 200 OK\nContent-Length: 42\nContent-Length: 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
+		{name: "content-length equal list", in: "HTTP/1.1 200 OK\nContent-Length: 42, 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42, 42"}}},
+		{name: "content-length duplicate different", in: "HTTP/1.1 200 OK\nContent-Length: 42\nContent-Length: 43\n\n", wantErr: true},
+		{name: "content-length different list", in: "HTTP/1.1 200 OK\nContent-Length: 42, 43\n\n", wantErr: true},
+		{name: "content-length negative", in: "HTTP/1.1 200 OK\nContent-Length: -1\n\n", wantErr: true},
+		{name: "content-length plus", in: "HTTP/1.1 200 OK\nContent-Length: +1\n\n", wantErr: true},
+		{name: "content-length empty", in: "HTTP/1.1 200 OK\nContent-Length:\n\n", wantErr: true},
+		{name: "content-length hex", in: "HTTP/1.1 200 OK\nContent-Length: 0x10\n\n", wantErr: true},
+		{name: "content-length too big", in: "HTTP/1.1 200 OK\nContent-Length: 9999999999999999999\n\n", wantErr: true},
+
+		// Transfer-Encoding.
+		{name: "chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
+		{name: "chunked upper case", in: "HTTP/1.1 200 OK\nTransfer-Encoding: Chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
+		{name: "gzip then chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
+		{name: "chunked on second line", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
+		{name: "chunked overrides content-length", in: "HTTP/1.1 200 OK\nContent-Length: 10\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+		{name: "chunked overrides later content-length", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 10\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+		{name: "chunked not last closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked, gzip\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "non-chunked te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "identity te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: identity\nContent-Length: 3\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+
+		// Hop-by-hop fields.
+		{
+			name:  "hop-by-hop never added",
+			in:    "HTTP/1.1 200 OK\nKeep-Alive: timeout=5\nProxy-Connection: keep-alive\nTE: trailers\nHTTP2-Settings: AAMAAABkAAQAAP__\nConnection: keep-alive\nX-End: 1\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"X-End": {"1"}},
+		},
+		{
+			name:  "connection names a header",
+			in:    "HTTP/1.1 200 OK\nX-Hop: 1\nConnection: x-hop, X-Other\nX-Other: 2\nX-Hop: 3\nX-End: 4\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"X-End": {"4"}},
+		},
+		{
+			name:  "connection names a header and closes",
+			in:    "HTTP/1.1 200 OK\nConnection: X-Hop\nConnection: close\nX-Hop: 1\n\n",
+			want:  rh{code: 200, contentLength: -1, close: true},
+			wantH: http.Header{},
+		},
+		{
+			name:  "connection with empty and invalid tokens",
+			in:    "HTTP/1.1 200 OK\nConnection: , a b,\"x\",\nX-End: 1\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"X-End": {"1"}},
+		},
+		{
+			name:  "upgrade",
+			in:    "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: Upgrade\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\n\n",
+			want:  rh{code: 101, contentLength: -1, upgrade: "websocket"},
+			wantH: http.Header{"Sec-Websocket-Accept": {"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="}},
+		},
+
+		// Field syntax.
+		{
+			name:  "keys canonicalised, values trimmed",
+			in:    "HTTP/1.1 200 OK\ncontent-type:text/plain\nX-SPACES: \t a  b \t\nx-empty:\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"Content-Type": {"text/plain"}, "X-Spaces": {"a  b"}, "X-Empty": {""}},
+		},
+		{
+			name:  "set-cookie kept in order",
+			in:    "HTTP/1.1 200 OK\nSet-Cookie: a=1\nX-Between: x\nset-cookie: b=2\nSet-Cookie: c=3; Path=/\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"Set-Cookie": {"a=1", "b=2", "c=3; Path=/"}, "X-Between": {"x"}},
+		},
+		{
+			name:  "obs-text allowed",
+			in:    "HTTP/1.1 200 OK\nX-Latin: caf\xe9\n\n",
+			want:  rh{code: 200, contentLength: -1},
+			wantH: http.Header{"X-Latin": {"caf\xe9"}},
+		},
+		{name: "obs-fold rejected", in: "HTTP/1.1 200 OK\nX-A: 1\n 2\n\n", wantErr: true},
+		{name: "obs-fold with tab rejected", in: "HTTP/1.1 200 OK\nX-A: 1\n\t2\n\n", wantErr: true},
+		{name: "leading space on first field", in: "HTTP/1.1 200 OK\n X-A: 1\n\n", wantErr: true},
+		{name: "space before colon", in: "HTTP/1.1 200 OK\nX-A : 1\n\n", wantErr: true},
+		{name: "tab before colon", in: "HTTP/1.1 200 OK\nX-A\t: 1\n\n", wantErr: true},
+		{name: "no colon", in: "HTTP/1.1 200 OK\nX-A 1\n\n", wantErr: true},
+		{name: "empty name", in: "HTTP/1.1 200 OK\n: 1\n\n", wantErr: true},
+		{name: "bad name", in: "HTTP/1.1 200 OK\nX(A): 1\n\n", wantErr: true},
+		{name: "non-ascii name", in: "HTTP/1.1 200 OK\nX-\xe9: 1\n\n", wantErr: true},
+		{name: "nul in value", in: "HTTP/1.1 200 OK\nX-A: a\x00b\n\n", wantErr: true},
+		{name: "bare cr in value", in: "HTTP/1.1 200 OK\nX-A: a\rb\n\n", wantErr: true},
+		{name: "del in value", in: "HTTP/1.1 200 OK\nX-A: a\x7fb\n\n", wantErr: true},
+		{name: "control in value", in: "HTTP/1.1 200 OK\nX-A: a\x01\n\n", wantErr: true},
+		{name: "bare cr line", in: "HTTP/1.1 200 OK\r\n\r\r\n\r\n", bareLF: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := tt.in
+			if !tt.bareLF {
+				in = crlf(in)
+			}
+			h := http.Header{}
+			got, err := parseHead(in, h)
+			if tt.wantErr {
+				if !errors.Is(err, errBadResponse) {
+					t.Errorf("parseHead(%q) error = %v, want errBadResponse", in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseHead(%q) error = %v", in, err)
+			}
+			if got != tt.want {
+				t.Errorf("parseHead(%q) = %+v, want %+v", in, got, tt.want)
+			}
+			for k, want := range tt.wantH {
+				if got := h[k]; !slices.Equal(got, want) {
+					t.Errorf("header %s = %q, want %q", k, got, want)
+				}
+			}
+			for k, got := range h {
+				if _, ok := tt.wantH[k]; !ok {
+					t.Errorf("header %s = %q, want none", k, got)
+				}
+			}
+		})
+	}
+}
+
+func TestHeadEnd(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want int
+	}{
+		{name: "crlf", in: "HTTP/1.1 200 OK\r\n\r\n", want: 19},
+		{name: "crlf with fields", in: "HTTP/1.1 200 OK\r\nA: 1\r\n\r\n", want: 25},
+		{name: "crlf with body", in: "HTTP/1.1 200 OK\r\n\r\nbody\r\n\r\n", want: 19},
+		{name: "bare lf", in: "HTTP/1.1 200 OK\n\n", want: 17},
+		{name: "bare lf with fields", in: "HTTP/1.1 200 OK\nA: 1\n\nbody", want: 22},
+		{name: "crlf then bare lf", in: "HTTP/1.1 200 OK\r\n\n", want: 18},
+		{name: "bare lf then crlf", in: "HTTP/1.1 200 OK\n\r\n", want: 18},
+		{name: "empty", in: "", want: -1},
+		{name: "no line end", in: "HTTP/1.1 200 OK", want: -1},
+		{name: "one line", in: "HTTP/1.1 200 OK\r\n", want: -1},
+		{name: "one field", in: "HTTP/1.1 200 OK\r\nA: 1\r\n", want: -1},
+		{name: "half an empty line", in: "HTTP/1.1 200 OK\r\nA: 1\r\n\r", want: -1},
+		{name: "cr cr lf is no empty line", in: "HTTP/1.1 200 OK\r\n\r\r\n", want: -1},
+		{name: "lone cr lines", in: "HTTP/1.1 200 OK\r\r\r\r", want: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got, want := headEnd([]byte(tt.in)), tt.want; got != want {
+				t.Errorf("headEnd(%q) = %d, want %d", tt.in, got, want)
+			}
+		})
+	}
+}
+
+func TestParseChunkSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		in     string
+		want   int64
+		wantOK bool
+	}{
+		{name: "zero", in: "0", want: 0, wantOK: true},
+		{name: "leading zeros", in: "000a", want: 10, wantOK: true},
+		{name: "lower hex", in: "1f", want: 31, wantOK: true},
+		{name: "upper hex", in: "1F", want: 31, wantOK: true},
+		{name: "max length", in: "fffffffffffffff", want: 1<<60 - 1, wantOK: true},
+		{name: "extension", in: "1f;name=value", want: 31, wantOK: true},
+		{name: "extensions with whitespace", in: "1f \t; a=b;c", want: 31, wantOK: true},
+		{name: "trailing whitespace", in: "1f  ", want: 31, wantOK: true},
+		{name: "too long", in: "1000000000000000", wantOK: false},
+		{name: "too long with zeros", in: "0000000000000001", wantOK: false},
+		{name: "empty", in: "", wantOK: false},
+		{name: "only extension", in: ";a=b", wantOK: false},
+		{name: "only whitespace", in: " ", wantOK: false},
+		{name: "leading whitespace", in: " 1f", wantOK: false},
+		{name: "not hex", in: "1g", wantOK: false},
+		{name: "0x prefix", in: "0x1f", wantOK: false},
+		{name: "negative", in: "-1", wantOK: false},
+		{name: "plus", in: "+1", wantOK: false},
+		{name: "inner space", in: "1 f", wantOK: false},
+		{name: "cr", in: "1f\r", wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := parseChunkSize([]byte(tt.in))
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("parseChunkSize(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestParseContentLength(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		in     string
+		want   int64
+		wantOK bool
+	}{
+		{name: "zero", in: "0", want: 0, wantOK: true},
+		{name: "number", in: "42", want: 42, wantOK: true},
+		{name: "leading zeros", in: "007", want: 7, wantOK: true},
+		{name: "whitespace", in: " 42\t", want: 42, wantOK: true},
+		{name: "equal list", in: "42,42", want: 42, wantOK: true},
+		{name: "equal list with whitespace", in: "42 , 42, 042", want: 42, wantOK: true},
+		{name: "18 digits", in: "999999999999999999", want: 999999999999999999, wantOK: true},
+		{name: "19 digits", in: "1000000000000000000", wantOK: false},
+		{name: "overflow", in: "99999999999999999999", wantOK: false},
+		{name: "different list", in: "42,43", wantOK: false},
+		{name: "empty", in: "", wantOK: false},
+		{name: "blank", in: " ", wantOK: false},
+		{name: "comma", in: ",", wantOK: false},
+		// A trailing empty list element is tolerated (RFC 9110 section 5.6.1).
+		{name: "trailing comma", in: "42,", want: 42, wantOK: true},
+		{name: "empty element", in: "42,,42", wantOK: false},
+		{name: "negative", in: "-1", wantOK: false},
+		{name: "plus", in: "+1", wantOK: false},
+		{name: "hex", in: "0x10", wantOK: false},
+		{name: "inner space", in: "4 2", wantOK: false},
+		{name: "letters", in: "abc", wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := parseContentLength(tt.in)
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("parseContentLength(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
