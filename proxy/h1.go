@@ -105,6 +105,32 @@ type h1Conn struct {
 	reused    bool
 	interrupt func() // bound once per connection, for context.AfterFunc
 	broken    atomic.Bool
+	deadline  bool // a deadline is set and must be cleared before reuse
+}
+
+// setDeadline sets the connection's read and write deadlines. A zero t on a
+// connection that has none costs nothing. It never undoes an interrupt.
+func (c *h1Conn) setDeadline(t time.Time) {
+	if t.IsZero() && !c.deadline {
+		return
+	}
+	c.deadline = !t.IsZero()
+	c.nc.SetDeadline(t)
+	if c.broken.Load() {
+		c.nc.SetDeadline(aLongTimeAgo)
+	}
+}
+
+// setReadDeadline is setDeadline for reads only.
+func (c *h1Conn) setReadDeadline(t time.Time) {
+	if t.IsZero() && !c.deadline {
+		return
+	}
+	c.deadline = c.deadline || !t.IsZero()
+	c.nc.SetReadDeadline(t)
+	if c.broken.Load() {
+		c.nc.SetDeadline(aLongTimeAgo)
+	}
 }
 
 // Read and Write make h1Conn the buffers' underlying reader and writer. It
@@ -175,6 +201,10 @@ func (t *h1Transport) put(c *h1Conn) {
 		return
 	}
 	c.detach()
+	if c.deadline {
+		c.nc.SetDeadline(time.Time{})
+		c.deadline = false
+	}
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
@@ -209,13 +239,22 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		return fmt.Errorf("%w: host %q", errBadRequest, truncate(o.Host))
 	}
 	ctx := r.Context()
+	deadline := p.deadline(r)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	var body []byte
 	if hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
 		buf := getBody(int(r.ContentLength))
 		defer putBody(buf)
 		body = (*buf)[:r.ContentLength]
-		if _, err := io.ReadFull(r.Body, body); err != nil {
+		rc := http.NewResponseController(w)
+		if !deadline.IsZero() {
+			rc.SetReadDeadline(deadline) // a client that sends its body slowly is cut at --timeout
+		}
+		_, err := io.ReadFull(r.Body, body)
+		if !deadline.IsZero() {
+			rc.SetReadDeadline(time.Time{})
+		}
+		if err != nil {
 			return fmt.Errorf("%w: read body: %w", errClientGone, err)
 		}
 	}
@@ -227,10 +266,14 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			return err
 		}
 		stop := context.AfterFunc(ctx, c.interrupt)
+		c.setDeadline(deadline)
+		if p.start > 0 {
+			c.setReadDeadline(earliest(deadline, p.start))
+		}
 		writeHead(c.bw, r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
 		var bw *bodyWriter
 		if stream {
-			bw = startBody(w, c, r)
+			bw = startBody(w, c, r, deadline)
 		} else {
 			c.bw.Write(body)
 			err = c.bw.Flush()
@@ -264,7 +307,10 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			}
 			return p.tunnel(w, c, &rh)
 		}
-		err = c.copyResponse(w, r, &rh)
+		if p.start > 0 {
+			c.setReadDeadline(deadline) // the response started: back to the whole deadline
+		}
+		err = c.copyResponse(w, &rh, deadline, p.idle)
 		clean := stop() && err == nil && !rh.close
 		if werr := bw.stop(c); werr != nil {
 			clean = false
@@ -433,10 +479,16 @@ func noEOF(err error) error {
 
 // copyResponse writes the status and streams the body to w. Errors wrap
 // errClientGone when the client could not be written.
-func (c *h1Conn) copyResponse(w http.ResponseWriter, r *http.Request, rh *respHead) error {
+func (c *h1Conn) copyResponse(w http.ResponseWriter, rh *respHead, deadline time.Time, idle time.Duration) error {
+	if !deadline.IsZero() {
+		// A client that reads slowly is cut at --timeout too.
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(deadline)
+		defer rc.SetWriteDeadline(time.Time{})
+	}
 	w.WriteHeader(rh.code)
 	f, _ := w.(http.Flusher)
-	cp := copier{c: c, w: w, f: f, dirty: true}
+	cp := copier{c: c, w: w, f: f, dirty: true, deadline: deadline, idle: idle}
 	switch {
 	case rh.chunked:
 		return cp.chunked(w.Header())
@@ -458,6 +510,9 @@ type copier struct {
 	w     io.Writer
 	f     http.Flusher
 	dirty bool // written to w since the last flush
+
+	deadline time.Time     // the whole request's, or zero
+	idle     time.Duration // the most between two reads, or 0
 }
 
 func (cp *copier) fill() error {
@@ -467,6 +522,9 @@ func (cp *copier) fill() error {
 	if cp.dirty && cp.f != nil {
 		cp.f.Flush()
 		cp.dirty = false
+	}
+	if cp.idle > 0 {
+		cp.c.setReadDeadline(earliest(cp.deadline, cp.idle))
 	}
 	_, err := cp.c.br.Peek(1)
 	return err
@@ -603,13 +661,19 @@ type bodyWriter struct {
 	over bool
 }
 
-func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request) *bodyWriter {
+func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.Time) *bodyWriter {
 	bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(w)}
 	// net/http's HTTP/1 server would otherwise discard the unread body as
 	// soon as the response starts (see EnableFullDuplex). HTTP/2 is always
 	// full duplex and reports ErrNotSupported, which is fine.
 	bw.rc.EnableFullDuplex()
-	go func() { bw.done <- c.writeBody(r) }()
+	go func() {
+		if !deadline.IsZero() {
+			bw.rc.SetReadDeadline(deadline) // a slow upload is cut at --timeout
+			defer bw.rc.SetReadDeadline(time.Time{})
+		}
+		bw.done <- c.writeBody(r)
+	}()
 	return bw
 }
 

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/queue-dev/queue/headers"
 )
@@ -21,7 +24,24 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	// HTTP/2 has no Upgrade (RFC 9113 section 8.2.2): a websocket request
 	// reaches an h2c upstream as a plain GET.
 	o.WebSocket = false
-	out := r.WithContext(r.Context())
+	ctx := r.Context()
+	if deadline := p.deadline(r); !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(deadline) // a client that reads slowly is cut at --timeout
+		defer rc.SetWriteDeadline(time.Time{})
+	}
+	var idle *idleTimer
+	if p.idle > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		idle = &idleTimer{d: p.idle, cancel: cancel}
+		defer idle.stop()
+	}
+	out := r.WithContext(ctx)
 	u := *r.URL
 	u.Scheme, u.Host = "http", p.addr
 	out.URL = &u
@@ -38,7 +58,7 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	}
 	res, err := p.h2.RoundTrip(out)
 	if err != nil {
-		return fmt.Errorf("round trip: %w", err)
+		return h2Error(r, ctx, idle, err)
 	}
 	defer res.Body.Close()
 	h := w.Header()
@@ -49,7 +69,7 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		}
 	}
 	w.WriteHeader(res.StatusCode)
-	if err := copyStream(w, res.Body, res.ContentLength); err != nil {
+	if err := copyStream(w, res.Body, res.ContentLength, idle); err != nil {
 		if errors.Is(err, errClientGone) || r.Context().Err() != nil {
 			return nil
 		}
@@ -65,16 +85,57 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 
 var noUserAgent = []string{""}
 
+// h2Error classifies a round-trip failure: the client went away (499), a
+// deadline or the idle limit passed (504), or the upstream failed (502).
+func h2Error(r *http.Request, ctx context.Context, idle *idleTimer, err error) error {
+	switch {
+	case r.Context().Err() != nil:
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	case idle.fired(), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("round trip: %w", context.DeadlineExceeded)
+	}
+	return fmt.Errorf("round trip: %w", err)
+}
+
+// idleTimer cancels the upstream request when no read completes within d.
+// A nil *idleTimer does nothing.
+type idleTimer struct {
+	d      time.Duration
+	cancel context.CancelFunc
+	t      *time.Timer
+	hit    atomic.Bool
+}
+
+func (i *idleTimer) arm() {
+	if i == nil {
+		return
+	}
+	if i.t == nil {
+		i.t = time.AfterFunc(i.d, func() { i.hit.Store(true); i.cancel() })
+		return
+	}
+	i.t.Reset(i.d)
+}
+
+func (i *idleTimer) stop() {
+	if i != nil && i.t != nil {
+		i.t.Stop()
+	}
+}
+
+func (i *idleTimer) fired() bool { return i != nil && i.hit.Load() }
+
 // copyStream copies body to w, flushing after every read unless the body's
 // length is known and reached: an HTTP/2 upstream's DATA frames (a gRPC
 // stream's messages) reach the client as they come.
-func copyStream(w http.ResponseWriter, body io.Reader, length int64) error {
+func copyStream(w http.ResponseWriter, body io.Reader, length int64, idle *idleTimer) error {
 	f, _ := w.(http.Flusher)
 	bufp := copyPool.Get().(*[]byte)
 	defer copyPool.Put(bufp)
 	buf := *bufp
 	var n int64
 	for {
+		idle.arm()
 		m, rerr := body.Read(buf)
 		if m > 0 {
 			if _, err := w.Write(buf[:m]); err != nil {

@@ -39,6 +39,16 @@ type Config struct {
 	MaxResponseHeaderBytes int
 	// DialTimeout bounds a connect to the upstream. 0 means 5s.
 	DialTimeout time.Duration
+	// Timeout bounds the whole request, from the proxy's start (or an
+	// earlier deadline on the request's context) to the end of the
+	// response. 0 means none.
+	Timeout time.Duration
+	// ResponseStartTimeout bounds the wait for the first byte of the
+	// response. 0 means none.
+	ResponseStartTimeout time.Duration
+	// IdleTimeout bounds the wait between two reads of the response body.
+	// 0 means none.
+	IdleTimeout time.Duration
 	// Logger receives the upstream's changes of state. nil discards.
 	Logger *slog.Logger
 }
@@ -49,6 +59,9 @@ type Proxy struct {
 	h2      *http.Transport
 	addr    string
 	trust   headers.Trust
+	timeout time.Duration
+	start   time.Duration // response start
+	idle    time.Duration
 	log     *slog.Logger
 	failing atomic.Bool // the last request failed at the upstream; logged on change only
 
@@ -62,7 +75,10 @@ func New(cfg Config) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
 		return nil, fmt.Errorf("upstream %q: want host:port", cfg.Upstream)
 	}
-	p := &Proxy{addr: cfg.Upstream, trust: cfg.Trust, log: cfg.Logger, tunnels: map[io.Closer]struct{}{}}
+	p := &Proxy{
+		addr: cfg.Upstream, trust: cfg.Trust, log: cfg.Logger, tunnels: map[io.Closer]struct{}{},
+		timeout: cfg.Timeout, start: cfg.ResponseStartTimeout, idle: cfg.IdleTimeout,
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -84,7 +100,8 @@ func New(cfg Config) (*Proxy, error) {
 			MaxResponseHeaderBytes: int64(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
 			// The client's Accept-Encoding passes as it came; the Transport
 			// must neither add gzip nor decompress behind the client's back.
-			DisableCompression: true,
+			DisableCompression:    true,
+			ResponseHeaderTimeout: cfg.ResponseStartTimeout,
 			HTTP2: &http.HTTP2Config{
 				SendPingTimeout: 30 * time.Second,
 				PingTimeout:     5 * time.Second,
@@ -133,6 +150,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.failing.Load() && p.failing.CompareAndSwap(true, false) {
 		p.log.LogAttrs(r.Context(), slog.LevelInfo, "upstream recovered", slog.String("upstream", p.addr))
 	}
+}
+
+// deadline is the request's whole deadline: --timeout from now, or the
+// request context's deadline when that is earlier. Zero means none.
+func (p *Proxy) deadline(r *http.Request) time.Time {
+	var d time.Time
+	if p.timeout > 0 {
+		d = time.Now().Add(p.timeout)
+	}
+	if cd, ok := r.Context().Deadline(); ok && (d.IsZero() || cd.Before(d)) {
+		d = cd
+	}
+	return d
+}
+
+// earliest returns the earlier of a deadline and now+d; zero values mean
+// none.
+func earliest(deadline time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return deadline
+	}
+	t := time.Now().Add(d)
+	if deadline.IsZero() || t.Before(deadline) {
+		return t
+	}
+	return deadline
 }
 
 // peerAddr parses r.RemoteAddr without allocating; unknown forms give the

@@ -84,7 +84,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case err = <-done:
 	case sig := <-signals:
 		log.LogAttrs(ctx, slog.LevelInfo, "signal received, draining", slog.String("signal", sig.String()))
-		a.beginDrain(sig == syscall.SIGINT)
+		a.drainer.Start(sig == syscall.SIGINT)
 		select {
 		case err = <-done:
 		case sig := <-signals:

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 	"golang.org/x/net/http2"
 )
@@ -53,9 +55,8 @@ type app struct {
 	upgrade           *proxy.H2CUpgrade
 	h2Shutdown        *http.Server // fronts upgraded h2c connections for GOAWAY on drain
 
-	drainOnce sync.Once
-	drainNow  chan struct{} // closed when the listeners should close
-	draining  atomic.Bool
+	watcher *probe.Watcher
+	drainer *drain.Drainer
 }
 
 // addrs are the bound addresses, for tests and the demo.
@@ -79,22 +80,28 @@ func (a *app) addrs() addrs {
 // fails before anything serves.
 func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	p, err := proxy.New(proxy.Config{
-		Upstream: cfg.Upstream,
-		Protocol: cfg.UpstreamProtocol,
-		Trust:    cfg.TrustedProxies,
-		Logger:   logger,
+		Upstream:             cfg.Upstream,
+		Protocol:             cfg.UpstreamProtocol,
+		Trust:                cfg.TrustedProxies,
+		Logger:               logger,
+		Timeout:              cfg.Timeout,
+		ResponseStartTimeout: cfg.ResponseStartTimeout,
+		IdleTimeout:          cfg.IdleTimeout,
 	})
 	if err != nil {
 		return nil, &ConfigError{msg: err.Error()}
 	}
-	a := &app{cfg: cfg, log: logger, proxy: p, drainNow: make(chan struct{})}
+	a := &app{cfg: cfg, log: logger, proxy: p}
+	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger}
+	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready})
 	if cfg.TLSCert != "" {
 		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
 		}
 	}
 
-	handler := chain(p) // middleware joins here in request order (STYLE section 2)
+	// The request path, outermost first (STYLE section 2).
+	handler := chain(p, a.drainer.Handler)
 	errLog := serverLog(logger)
 	a.plain = ingressServer(handler, false, errLog)
 	a.upgrade = &proxy.H2CUpgrade{
@@ -118,6 +125,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok"))
 	})
+	mux.HandleFunc("GET /ready", a.drainer.ServeReady)
+	mux.HandleFunc("GET /wait-for-drain", a.drainer.ServeWaitForDrain)
 	if cfg.PProf {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -156,8 +165,20 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	return a, nil
 }
 
-// chain composes the request path: outermost first. Today only the proxy;
-// probes, stats, the limiter and tracing join as they land.
+// newProber turns --probe into a prober of the upstream.
+func newProber(cfg Config) probe.Prober {
+	switch {
+	case cfg.Probe == "none":
+		return probe.None{}
+	case cfg.Probe == "grpc":
+		return &probe.GRPC{Addr: cfg.Upstream}
+	case strings.HasPrefix(cfg.Probe, "http:"):
+		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:")}
+	}
+	return probe.TCP{Addr: cfg.Upstream}
+}
+
+// chain composes the request path: mw[0] is the outermost layer.
 func chain(final http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
 	h := final
 	for i := len(mw) - 1; i >= 0; i-- {
@@ -203,29 +224,25 @@ func (a *app) serve(ctx context.Context) error {
 		go a.certs.Run(ctx, certPollPeriod)
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
+	go a.watcher.Run(ctx)
+	// Canceling ctx drains at once, even in the middle of a quiet period.
+	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 
 	select {
 	case err := <-errc:
 		return err
-	case <-ctx.Done():
-		a.beginDrain(true)
-	case <-a.drainNow:
+	case <-a.drainer.Started():
 	}
+	// Probes answer 503 from here on; requests are still served until none
+	// has come for the quiet period (none at all after SIGINT).
+	a.drainer.WaitQuiet(context.Background())
 	return a.drain()
 }
 
-// beginDrain starts the shutdown. The quiet period and readiness handling
-// arrive with the drain package; today the listeners close at once.
-func (a *app) beginDrain(bool) {
-	a.drainOnce.Do(func() {
-		a.draining.Store(true)
-		close(a.drainNow)
-	})
-}
-
 // drain closes the listeners, lets in-flight requests and tunnels finish
-// within --drain-timeout, and closes what is left.
+// within --drain-timeout (0: no limit), and closes what is left.
 func (a *app) drain() error {
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "closing listeners")
 	ctx := context.Background()
 	if a.cfg.DrainTimeout > 0 {
 		var cancel context.CancelFunc
@@ -256,7 +273,13 @@ func (a *app) drain() error {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "websocket connections cut at drain timeout", slog.Int("open", a.proxy.Tunnels()))
 	}
 	a.proxy.Close()
-	a.admin.Close()
+	a.drainer.Finish()
+	// Let /wait-for-drain answer before the admin port goes.
+	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := a.admin.Shutdown(adminCtx); err != nil {
+		a.admin.Close()
+	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "drained")
 	return nil
 }

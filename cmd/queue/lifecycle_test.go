@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address nothing listens on (yet).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// waitReady waits for the watcher to report want, bounded.
+func (q *testQueue) waitReady(t *testing.T, want bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for q.app.watcher.Ready() != want {
+		select {
+		case <-q.app.watcher.Changed():
+		case <-deadline:
+			t.Fatalf("readiness never became %v", want)
+		}
+	}
+}
+
+// probeStatus sends a request with the given headers to the serving port
+// and returns its status and body.
+func probeStatus(t *testing.T, q *testQueue, hdr map[string]string) (int, string, http.Header) {
+	t.Helper()
+	c, base := q.client(t, modeH1)
+	res, body := get(t, c, base+"/", hdr)
+	return res.StatusCode, body, res.Header
+}
+
+func adminGet(t *testing.T, q *testQueue, path string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + q.addr.Admin + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestProbeStates: probes are answered by queue, never proxied, in each
+// state: upstream down, up, and draining.
+func TestProbeStates(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	var upstreamHits atomic.Int64
+	q := startQueue(t, addr, "--drain-quiet-period", "1h")
+	probes := []map[string]string{
+		{"User-Agent": "kube-probe/1.31"},
+		{"User-Agent": "Knative-Activator-Probe"},
+		{"User-Agent": "Knative-Autoscaling-Probe"},
+		{"K-Network-Probe": "queue"},
+	}
+	check := func(state string, want int) {
+		t.Helper()
+		for _, h := range probes {
+			code, body, _ := probeStatus(t, q, h)
+			if code != want {
+				t.Errorf("%s: probe %v = %d %q, want %d", state, h, code, body, want)
+			}
+			if want == 200 && body != "queue" {
+				t.Errorf("%s: probe body %q, want queue", state, body)
+			}
+		}
+		if code, _ := adminGet(t, q, "/ready"); code != want {
+			t.Errorf("%s: /ready = %d, want %d", state, code, want)
+		}
+		if code, _ := adminGet(t, q, "/live"); code != 200 {
+			t.Errorf("%s: /live = %d, want 200", state, code)
+		}
+	}
+	check("upstream down", 503)
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("re-listen on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamHits.Add(1)
+		io.WriteString(w, "app")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	q.waitReady(t, true)
+	check("upstream up", 200)
+
+	for _, tt := range []struct {
+		hdr      map[string]string
+		want     int
+		wantHash string
+	}{
+		{map[string]string{"K-Network-Probe": "probe", "K-Network-Hash": "abc123"}, 200, "abc123"},
+		{map[string]string{"K-Network-Probe": "probe"}, 400, ""},
+		{map[string]string{"K-Network-Probe": "bogus"}, 400, ""},
+	} {
+		code, _, h := probeStatus(t, q, tt.hdr)
+		if code != tt.want || h.Get("K-Network-Hash") != tt.wantHash {
+			t.Errorf("probe %v = %d hash %q, want %d hash %q", tt.hdr, code, h.Get("K-Network-Hash"), tt.want, tt.wantHash)
+		}
+	}
+	if n := upstreamHits.Load(); n != 0 {
+		t.Errorf("%d probes reached the upstream, want none", n)
+	}
+
+	q.app.drainer.Start(false)
+	check("draining", 503)
+	if code, body, _ := probeStatus(t, q, nil); code != 200 || body != "app" {
+		t.Errorf("draining: a request got %d %q, want it served", code, body)
+	}
+}
+
+// TestReadinessLatency measures the time from the upstream accepting to
+// queue reporting ready (CONTRACT section 4: within 10 ms), over several
+// cold starts, and prints it.
+func TestReadinessLatency(t *testing.T) {
+	// Not parallel: it measures time.
+	var took []time.Duration
+	for range 7 {
+		addr := freeAddr(t)
+		q := startQueue(t, addr)
+		// Let the watcher fail at least once, as on a real cold start.
+		if code, _ := adminGet(t, q, "/ready"); code != 503 {
+			t.Fatalf("ready before the upstream exists")
+		}
+		changed := q.app.watcher.Changed()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("never became ready")
+		}
+		took = append(took, time.Since(start))
+		ln.Close()
+	}
+	slices.Sort(took)
+	median := took[len(took)/2]
+	t.Logf("readiness latency over %d cold starts: median %v, min %v, max %v", len(took), median, took[0], took[len(took)-1])
+	if median > 10*time.Millisecond {
+		t.Errorf("median readiness latency %v, want at most 10ms", median)
+	}
+}
+
+// TestWaitForDrain: without a drain it answers after 1 s; during a drain
+// it answers once the drain has finished.
+func TestWaitForDrain(t *testing.T) {
+	t.Parallel()
+	q := startQueue(t, hostPort(h1Upstream(t, http.HandlerFunc(echo))), "--drain-quiet-period", "200ms")
+	start := time.Now()
+	if code, _ := adminGet(t, q, "/wait-for-drain"); code != 200 {
+		t.Errorf("no drain: /wait-for-drain = %d, want 200", code)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("no drain: answered after %v, want it to wait 1s for a drain to start", d)
+	}
+
+	type result struct {
+		code     int
+		finished bool
+	}
+	res := make(chan result, 1)
+	go func() {
+		r, err := http.Get("http://" + q.addr.Admin + "/wait-for-drain")
+		if err != nil {
+			res <- result{}
+			return
+		}
+		r.Body.Close()
+		select {
+		case <-q.app.drainer.Done():
+			res <- result{r.StatusCode, true}
+		default:
+			res <- result{r.StatusCode, false}
+		}
+	}()
+	q.app.drainer.Start(false)
+	select {
+	case r := <-res:
+		if r.code != 200 || !r.finished {
+			t.Errorf("during a drain: /wait-for-drain = %d, drain finished %v; want 200 after the drain", r.code, r.finished)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("/wait-for-drain never answered")
+	}
+}
+
+// startProcess runs queue as a child process and returns it with its
+// stderr lines on a channel.
+func startProcess(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := queueCmd(t, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, lines
+}
+
+// waitLine waits for a stderr line containing s.
+func waitLine(t *testing.T, lines <-chan string, s string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("process ended before logging %q", s)
+			}
+			if strings.Contains(l, s) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q", s)
+		}
+	}
+}
+
+// waitExit waits for cmd to exit, bounded, and returns its status.
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(within):
+		t.Fatalf("still running after %v", within)
+		return -1
+	}
+}
+
+func processArgs(t *testing.T, upstream string, extra ...string) (args []string, listen, admin string) {
+	listen, admin = freeAddr(t), freeAddr(t)
+	args = append([]string{"--upstream", upstream, "--listen", listen, "--admin-listen", admin,
+		"--stats-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "debug"}, extra...)
+	return args, listen, admin
+}
+
+func waitHTTP(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get(url)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered %d (last: %v)", url, want, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a child process we cannot observe otherwise
+	}
+}
+
+// TestDrainUnderLoad: SIGTERM under steady concurrent load. Probes turn 503
+// at once, traffic is still served through the quiet period, requests in
+// flight when the listeners close finish, no request fails, exit 0.
+func TestDrainUnderLoad(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.URL.Query().Get("work")); err == nil {
+			time.Sleep(d) // the upstream's own work, not synchronisation
+		}
+		io.WriteString(w, strings.Repeat("x", 4096))
+	}))
+	args, listen, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "300ms", "--drain-timeout", "10s")
+	cmd, lines := startProcess(t, args...)
+	waitHTTP(t, "http://"+admin+"/ready", 200)
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	var (
+		stop       atomic.Bool
+		sent, good atomic.Int64
+		mu         sync.Mutex
+		failures   []string
+		wg         sync.WaitGroup
+	)
+	// POST without a body: net/http's client does not retry it on a closed
+	// connection, so a connection dropped under a request shows as a failure.
+	send := func(work string) {
+		sent.Add(1)
+		res, err := c.Post("http://"+listen+"/?work="+work, "", nil)
+		if err == nil {
+			b, rerr := io.ReadAll(res.Body)
+			res.Body.Close()
+			if rerr == nil && res.StatusCode == 200 && len(b) == 4096 {
+				good.Add(1)
+				return
+			}
+			err = fmt.Errorf("status %d, %d bytes, %v", res.StatusCode, len(b), rerr)
+		}
+		mu.Lock()
+		failures = append(failures, err.Error())
+		mu.Unlock()
+	}
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 100000 && !stop.Load(); n++ {
+				work := "0s"
+				if i%4 == 0 {
+					work = "20ms"
+				}
+				send(work)
+			}
+		}()
+	}
+	for sent.Load() < 200 {
+		time.Sleep(time.Millisecond) // waiting for the load to build up
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, lines, "signal received")
+	if res, err := http.Get("http://" + admin + "/ready"); err != nil || res.StatusCode != 503 {
+		t.Errorf("/ready during the drain: %v %v, want 503", res.StatusCode, err)
+	}
+	before := sent.Load()
+	for sent.Load() < before+200 {
+		time.Sleep(time.Millisecond) // traffic goes on during the quiet period
+	}
+	// One long request that is still in flight when the listeners close.
+	wg.Add(1)
+	go func() { defer wg.Done(); send("800ms") }()
+	time.Sleep(50 * time.Millisecond) // let it arrive before the load stops
+	stop.Store(true)
+	wg.Wait()
+	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	t.Logf("%d requests, %d good, %d failed", sent.Load(), good.Load(), len(failures))
+	if len(failures) > 0 {
+		t.Errorf("%d requests failed, e.g. %s", len(failures), failures[0])
+	}
+}
+
+// TestSIGINT drains without the quiet period.
+func TestSIGINT(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	args, _, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "1h")
+	cmd, lines := startProcess(t, args...)
+	waitHTTP(t, "http://"+admin+"/ready", 200)
+	cmd.Process.Signal(syscall.SIGINT)
+	waitLine(t, lines, "drained")
+	if code := waitExit(t, cmd, 10*time.Second); code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+}
+
+// TestSecondSignal exits 1 at once.
+func TestSecondSignal(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	args, _, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "1h")
+	cmd, lines := startProcess(t, args...)
+	waitHTTP(t, "http://"+admin+"/ready", 200)
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, lines, "signal received")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, 10*time.Second); code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+}

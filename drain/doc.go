@@ -1,0 +1,15 @@
+// Package drain holds queue's lifecycle state: ready or draining, the quiet
+// period after SIGTERM, and the answers to probes.
+//
+// [Drainer.Handler] is the outermost layer of the request path. It answers
+// probe requests itself (kube-probe and Knative probe User-Agents,
+// K-Network-Probe) without passing them on or counting them, and notes the
+// arrival of every other request, so that [Drainer.WaitQuiet] can tell when
+// none has come for the quiet period.
+//
+// It deliberately does not close listeners or wait for requests: cmd/queue
+// does that with net/http's Shutdown once WaitQuiet returns, and calls
+// [Drainer.Finish] at the end.
+//
+// A Drainer is safe for concurrent use. Noting an arrival is one atomic add.
+package drain

@@ -1,0 +1,217 @@
+package drain
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Drainer.
+type Config struct {
+	// QuietPeriod is how long no request may arrive after a drain starts
+	// before the listeners close. 0 means none.
+	QuietPeriod time.Duration
+	// Ready reports the upstream's readiness. nil means always ready.
+	Ready func() bool
+	// WaitForDrainGrace is how long GET /wait-for-drain waits for a drain to
+	// start before it answers 200 anyway. 0 means 1 s.
+	WaitForDrainGrace time.Duration
+}
+
+// Drainer is the drain state. Create it with New.
+type Drainer struct {
+	cfg       Config
+	arrivals  atomic.Uint64
+	draining  atomic.Bool
+	immediate atomic.Bool // SIGINT: no quiet period
+	startOnce sync.Once
+	started   chan struct{}
+	doneOnce  sync.Once
+	done      chan struct{}
+}
+
+// New returns a Drainer that is not draining.
+func New(cfg Config) *Drainer {
+	if cfg.WaitForDrainGrace <= 0 {
+		cfg.WaitForDrainGrace = time.Second
+	}
+	return &Drainer{cfg: cfg, started: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Start begins the drain: from now on probes answer 503. With immediate
+// (SIGINT, a person pressing Ctrl-C) there is no quiet period. Calling it
+// again only makes a pending quiet period immediate.
+func (d *Drainer) Start(immediate bool) {
+	if immediate {
+		d.immediate.Store(true)
+	}
+	d.startOnce.Do(func() {
+		d.draining.Store(true)
+		close(d.started)
+	})
+}
+
+// Draining reports whether a drain has started.
+func (d *Drainer) Draining() bool { return d.draining.Load() }
+
+// Started is closed when the drain starts.
+func (d *Drainer) Started() <-chan struct{} { return d.started }
+
+// Finish marks the drain complete: GET /wait-for-drain returns.
+func (d *Drainer) Finish() { d.doneOnce.Do(func() { close(d.done) }) }
+
+// Done is closed when the drain has finished.
+func (d *Drainer) Done() <-chan struct{} { return d.done }
+
+// Ready reports whether probes should answer 200: the upstream is ready and
+// no drain has started.
+func (d *Drainer) Ready() bool {
+	return !d.draining.Load() && (d.cfg.Ready == nil || d.cfg.Ready())
+}
+
+// WaitQuiet returns once the drain has started and no request has arrived
+// for the quiet period (at once with an immediate drain or no quiet
+// period), or when ctx is done. It notices arrivals by polling a counter
+// ten times per period (at most every 100 ms), so the hot path pays one
+// atomic add and no clock read.
+func (d *Drainer) WaitQuiet(ctx context.Context) error {
+	select {
+	case <-d.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	q := d.cfg.QuietPeriod
+	if q <= 0 || d.immediate.Load() {
+		return nil
+	}
+	tick := min(max(q/10, time.Millisecond), 100*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := d.arrivals.Load()
+	since := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if d.immediate.Load() {
+			return nil
+		}
+		if n := d.arrivals.Load(); n != last {
+			last, since = n, time.Now()
+			continue
+		}
+		if time.Since(since) >= q {
+			return nil
+		}
+	}
+}
+
+// Header names of the probe protocol (Knative's network and serving
+// packages).
+const (
+	KNetworkProbe = "K-Network-Probe"
+	KNetworkHash  = "K-Network-Hash"
+	userAgent     = "User-Agent"
+)
+
+// IsProbe reports whether r is a probe that queue answers itself:
+// a kubelet, activator or autoscaler probe by User-Agent, or any request
+// with K-Network-Probe.
+func IsProbe(r *http.Request) bool {
+	if _, ok := r.Header[KNetworkProbe]; ok {
+		return true
+	}
+	ua := r.Header[userAgent]
+	if len(ua) == 0 {
+		return false
+	}
+	return strings.HasPrefix(ua[0], "kube-probe/") ||
+		strings.HasPrefix(ua[0], "Knative-Activator-Probe") ||
+		strings.HasPrefix(ua[0], "Knative-Autoscaling-Probe")
+}
+
+// Handler answers probes and passes every other request to next, noting its
+// arrival.
+func (d *Drainer) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsProbe(r) {
+			d.ServeProbe(w, r)
+			return
+		}
+		d.arrivals.Add(1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ServeProbe answers a probe request (CONTRACT section 4):
+//
+//	K-Network-Probe: probe + K-Network-Hash: H   200, the hash echoed
+//	K-Network-Probe: probe without a hash        400
+//	K-Network-Probe: anything but queue/probe    400
+//	otherwise                                    200 "queue" when ready, else 503
+func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Cache-Control"] = noStore
+	switch v := r.Header.Get(KNetworkProbe); v {
+	case "", "queue":
+	case "probe":
+		hash := r.Header.Get(KNetworkHash)
+		if hash == "" {
+			write(w, http.StatusBadRequest, "missing "+KNetworkHash)
+			return
+		}
+		h.Set(KNetworkHash, hash)
+		write(w, http.StatusOK, hash)
+		return
+	default:
+		write(w, http.StatusBadRequest, "unknown "+KNetworkProbe+" value")
+		return
+	}
+	d.ServeReady(w, r)
+}
+
+// ServeReady answers like a probe: 200 "queue" when ready, else 503.
+func (d *Drainer) ServeReady(w http.ResponseWriter, _ *http.Request) {
+	if d.Ready() {
+		write(w, http.StatusOK, "queue")
+		return
+	}
+	write(w, http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable))
+}
+
+// ServeWaitForDrain blocks until the drain has finished and answers 200. If
+// no drain starts within the grace (1 s), it answers 200 at once: it is the
+// user container's preStop hook, which must not hang when queue was not
+// asked to stop.
+func (d *Drainer) ServeWaitForDrain(w http.ResponseWriter, r *http.Request) {
+	grace := time.NewTimer(d.cfg.WaitForDrainGrace)
+	defer grace.Stop()
+	select {
+	case <-d.started:
+		select {
+		case <-d.done:
+		case <-r.Context().Done():
+			return
+		}
+	case <-grace.C:
+	case <-r.Context().Done():
+		return
+	}
+	write(w, http.StatusOK, "drained")
+}
+
+var (
+	noStore   = []string{"no-store"}
+	textPlain = []string{"text/plain; charset=utf-8"}
+)
+
+func write(w http.ResponseWriter, code int, body string) {
+	w.Header()["Content-Type"] = textPlain
+	w.WriteHeader(code)
+	w.Write([]byte(body))
+}

@@ -1,0 +1,323 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Prober checks the upstream once. It must honour ctx.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
+// DefaultTimeout bounds one probe when a prober's Timeout is zero.
+const DefaultTimeout = time.Second
+
+func timeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultTimeout
+	}
+	return d
+}
+
+// TCP is ready when a connection to Addr is accepted. The connection is
+// closed at once.
+type TCP struct {
+	Addr    string
+	Timeout time.Duration // 0 means DefaultTimeout
+}
+
+// Probe connects and closes.
+func (p TCP) Probe(ctx context.Context) error {
+	d := net.Dialer{Timeout: timeout(p.Timeout)}
+	c, err := d.DialContext(ctx, "tcp", p.Addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// None is always ready.
+type None struct{}
+
+// Probe returns nil.
+func (None) Probe(context.Context) error { return nil }
+
+// All is ready when every prober is.
+type All []Prober
+
+// Probe runs each prober in turn and returns the first error.
+func (a All) Probe(ctx context.Context) error {
+	for _, p := range a {
+		if err := p.Probe(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UserAgent is what HTTP probes send, as the kubelet does (kube-probe/...).
+const UserAgent = "kube-probe/queue"
+
+// HTTP is ready when a GET of URL answers 200-399.
+type HTTP struct {
+	// URL is the full URL to get, such as http://127.0.0.1:8080/healthz.
+	URL string
+	// Host, when set, is sent as the Host header.
+	Host string
+	// Header is added to the request; User-Agent defaults to UserAgent.
+	Header http.Header
+	// Timeout bounds one probe; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Client sends the request; nil means one of the package's own, with no
+	// keep-alive, so that each probe proves a fresh connect works.
+	Client *http.Client
+}
+
+var probeClient = &http.Client{
+	Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, Proxy: nil},
+	// A probe reports what the upstream answered; it does not follow.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// Probe sends the GET.
+func (p *HTTP) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout(p.Timeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
+	if err != nil {
+		return err
+	}
+	for k, vv := range p.Header {
+		req.Header[k] = vv
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", UserAgent)
+	}
+	if p.Host != "" {
+		req.Host = p.Host
+	}
+	c := p.Client
+	if c == nil {
+		c = probeClient
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+	res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode >= 400 {
+		return fmt.Errorf("%s answered %d", p.URL, res.StatusCode)
+	}
+	return nil
+}
+
+// GRPC is ready when grpc.health.v1.Health/Check for Service answers
+// SERVING, over HTTP/2 with prior knowledge.
+type GRPC struct {
+	Addr    string
+	Service string
+	Timeout time.Duration // 0 means DefaultTimeout
+}
+
+var grpcTransport = func() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{Protocols: &p, DisableCompression: true}
+}()
+
+// ErrNotServing is the error of a gRPC health check that answered, but not
+// SERVING.
+var ErrNotServing = errors.New("grpc health: not serving")
+
+// Probe calls Check. The messages are encoded by hand: HealthCheckRequest
+// is field 1 (service, a string), HealthCheckResponse field 1 (status, an
+// enum where SERVING is 1); this avoids a protobuf dependency for four
+// bytes.
+func (p *GRPC) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout(p.Timeout))
+	defer cancel()
+	msg := []byte{}
+	if p.Service != "" {
+		msg = append(msg, 0x0a)
+		msg = binary.AppendUvarint(msg, uint64(len(p.Service)))
+		msg = append(msg, p.Service...)
+	}
+	body := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.Addr+"/grpc.health.v1.Health/Check", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("User-Agent", UserAgent)
+	res, err := grpcTransport.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	reply, err := io.ReadAll(io.LimitReader(res.Body, 1<<10))
+	if err != nil {
+		return err
+	}
+	status := res.Trailer.Get("Grpc-Status")
+	if status == "" {
+		status = res.Header.Get("Grpc-Status") // trailers-only response
+	}
+	if res.StatusCode != 200 || status != "0" {
+		return fmt.Errorf("grpc health: http %d, grpc-status %q", res.StatusCode, status)
+	}
+	// A length-prefixed HealthCheckResponse; field 1 varint 1 is SERVING.
+	if len(reply) < 5 {
+		return ErrNotServing
+	}
+	m := reply[5:]
+	for len(m) > 0 {
+		key, n := binary.Uvarint(m)
+		if n <= 0 {
+			return ErrNotServing
+		}
+		m = m[n:]
+		if key&7 != 0 { // only varints are expected; anything else ends the scan
+			break
+		}
+		v, n := binary.Uvarint(m)
+		if n <= 0 {
+			return ErrNotServing
+		}
+		m = m[n:]
+		if key>>3 == 1 {
+			if v == 1 {
+				return nil
+			}
+			return ErrNotServing
+		}
+	}
+	return ErrNotServing
+}
+
+// Watcher keeps probing and holds the latest state.
+type Watcher struct {
+	// Prober checks the upstream. Required.
+	Prober Prober
+	// Period between probes. 0 means aggressive: every FastInterval until
+	// ready, then every RelaxedInterval, and every FastInterval again while
+	// failures are being confirmed.
+	Period time.Duration
+	// FailureThreshold is the number of consecutive failures that make a
+	// ready upstream unready. 0 means 3.
+	FailureThreshold int
+	// SuccessThreshold is the number of consecutive successes that make an
+	// unready upstream ready. 0 means 1.
+	SuccessThreshold int
+	// Logger gets one line per change of state. nil discards.
+	Logger *slog.Logger
+
+	ready atomic.Bool
+	mu    sync.Mutex
+	ch    chan struct{} // closed and replaced on each change
+}
+
+// FastInterval is the aggressive pace: ready is seen within this (plus one
+// connect) of the upstream accepting. A refused loopback connect costs a
+// few microseconds, so 500 a second while starting is cheap.
+const FastInterval = 2 * time.Millisecond
+
+// RelaxedInterval is the aggressive mode's pace once ready.
+const RelaxedInterval = time.Second
+
+// Ready reports the last state.
+func (w *Watcher) Ready() bool { return w.ready.Load() }
+
+// Changed returns a channel that is closed at the next change of state.
+func (w *Watcher) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *Watcher) set(ready bool, err error) {
+	w.ready.Store(ready)
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+	}
+	w.ch = make(chan struct{})
+	w.mu.Unlock()
+	if w.Logger == nil {
+		return
+	}
+	if ready {
+		w.Logger.LogAttrs(context.Background(), slog.LevelInfo, "upstream ready")
+	} else {
+		w.Logger.LogAttrs(context.Background(), slog.LevelWarn, "upstream not ready", slog.Any("err", err))
+	}
+}
+
+// Run probes until ctx is done.
+func (w *Watcher) Run(ctx context.Context) {
+	failures, successes := w.FailureThreshold, w.SuccessThreshold
+	if failures <= 0 {
+		failures = 3
+	}
+	if successes <= 0 {
+		successes = 1
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var failed, succeeded int
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := w.Prober.Probe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		ready := w.ready.Load()
+		if err == nil {
+			failed, succeeded = 0, succeeded+1
+			if !ready && succeeded >= successes {
+				w.set(true, nil)
+				ready = true
+			}
+		} else {
+			failed, succeeded = failed+1, 0
+			if ready && failed >= failures {
+				w.set(false, err)
+				ready = false
+			}
+		}
+		t.Reset(w.next(ready, failed))
+	}
+}
+
+// next is the wait before the next probe.
+func (w *Watcher) next(ready bool, failed int) time.Duration {
+	switch {
+	case w.Period > 0:
+		return w.Period
+	case ready && failed == 0:
+		return RelaxedInterval
+	default:
+		return FastInterval
+	}
+}

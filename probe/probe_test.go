@@ -1,0 +1,717 @@
+package probe_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/queue-dev/queue/probe"
+)
+
+func TestTCP(t *testing.T) {
+	t.Parallel()
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { open.Close() })
+	go func() {
+		for {
+			c, err := open.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+
+	tests := []struct {
+		name    string
+		addr    string
+		wantErr bool
+	}{
+		{name: "listening", addr: open.Addr().String()},
+		{name: "closed port", addr: closedAddr, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := probe.TCP{Addr: tt.addr, Timeout: 5 * time.Second}.Probe(t.Context())
+			if got, want := err != nil, tt.wantErr; got != want {
+				t.Errorf("Probe(%s) error = %v, want error %v", tt.addr, err, want)
+			}
+		})
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		code    int
+		wantErr bool
+	}{
+		{name: "200", code: 200},
+		{name: "302 not followed", code: 302},
+		{name: "399", code: 399},
+		{name: "400", code: 400, wantErr: true},
+		{name: "503", code: 503, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex // guards elsewhere, the requests to the redirect target
+			elsewhere := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/elsewhere" {
+					mu.Lock()
+					elsewhere++
+					mu.Unlock()
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Location", "/elsewhere")
+				w.WriteHeader(tt.code)
+			}))
+			t.Cleanup(srv.Close)
+			err := (&probe.HTTP{URL: srv.URL + "/healthz", Timeout: 5 * time.Second}).Probe(t.Context())
+			if got, want := err != nil, tt.wantErr; got != want {
+				t.Errorf("Probe() error = %v, want error %v", err, want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got, want := elsewhere, 0; got != want {
+				t.Errorf("requests to the redirect target = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestHTTPRequest(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		method, path, query, host, ua, custom string
+	}
+	tests := []struct {
+		name   string
+		host   string
+		header http.Header
+		want   func(srvHost string) seen
+	}{
+		{
+			name: "defaults",
+			want: func(h string) seen {
+				return seen{method: "GET", path: "/healthz", query: "x=1", host: h, ua: probe.UserAgent}
+			},
+		},
+		{
+			name:   "host and header",
+			host:   "app.example.test",
+			header: http.Header{"X-Custom": {"v1"}},
+			want: func(string) seen {
+				return seen{method: "GET", path: "/healthz", query: "x=1", host: "app.example.test", ua: "kube-probe/queue", custom: "v1"}
+			},
+		},
+		{
+			name:   "own user agent kept",
+			header: http.Header{"User-Agent": {"mine/1"}},
+			want: func(h string) seen {
+				return seen{method: "GET", path: "/healthz", query: "x=1", host: h, ua: "mine/1"}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan seen, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- seen{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, host: r.Host, ua: r.Header.Get("User-Agent"), custom: r.Header.Get("X-Custom")}
+			}))
+			t.Cleanup(srv.Close)
+			p := &probe.HTTP{URL: srv.URL + "/healthz?x=1", Host: tt.host, Header: tt.header, Timeout: 5 * time.Second}
+			if err := p.Probe(t.Context()); err != nil {
+				t.Fatalf("Probe() = %v, want nil", err)
+			}
+			if got, want := <-got, tt.want(strings.TrimPrefix(srv.URL, "http://")); got != want {
+				t.Errorf("server saw %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestHTTPTimeout(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-block
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(block) }) // runs before srv.Close
+	start := time.Now()
+	err := (&probe.HTTP{URL: srv.URL, Timeout: 50 * time.Millisecond}).Probe(t.Context())
+	elapsed := time.Since(start)
+	if err == nil {
+		t.Fatal("Probe() = nil, want a timeout error")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Probe() = %v, want context.DeadlineExceeded", err)
+	}
+	// DefaultTimeout is 1 s; well under it proves Timeout was used.
+	if elapsed >= probe.DefaultTimeout {
+		t.Errorf("Probe() took %v, want about 50ms", elapsed)
+	}
+}
+
+func startGRPC(t *testing.T, statuses map[string]healthpb.HealthCheckResponse_ServingStatus) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	hs := health.NewServer()
+	for svc, st := range statuses {
+		hs.SetServingStatus(svc, st)
+	}
+	healthpb.RegisterHealthServer(s, hs)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func TestGRPC(t *testing.T) {
+	t.Parallel()
+	const (
+		serving    = healthpb.HealthCheckResponse_SERVING
+		notServing = healthpb.HealthCheckResponse_NOT_SERVING
+	)
+	tests := []struct {
+		name          string
+		statuses      map[string]healthpb.HealthCheckResponse_ServingStatus
+		service       string
+		wantErr       bool
+		wantNotServed bool
+	}{
+		{name: "serving", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": serving}, service: "app.v1.App"},
+		{name: "not serving", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": notServing}, service: "app.v1.App", wantErr: true, wantNotServed: true},
+		{name: "unknown status", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": healthpb.HealthCheckResponse_UNKNOWN}, service: "app.v1.App", wantErr: true, wantNotServed: true},
+		{name: "service unknown status", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": healthpb.HealthCheckResponse_SERVICE_UNKNOWN}, service: "app.v1.App", wantErr: true, wantNotServed: true},
+		{name: "unknown service", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": serving}, service: "other.Svc", wantErr: true},
+		{name: "overall serving", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"app.v1.App": notServing}},
+		{name: "overall not serving", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{"": notServing, "app.v1.App": serving}, wantErr: true, wantNotServed: true},
+		{name: "long service name", statuses: map[string]healthpb.HealthCheckResponse_ServingStatus{strings.Repeat("s", 200): serving}, service: strings.Repeat("s", 200)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := startGRPC(t, tt.statuses)
+			err := (&probe.GRPC{Addr: addr, Service: tt.service, Timeout: 5 * time.Second}).Probe(t.Context())
+			if got, want := err != nil, tt.wantErr; got != want {
+				t.Errorf("Probe(%q) error = %v, want error %v", tt.service, err, want)
+			}
+			if got, want := errors.Is(err, probe.ErrNotServing), tt.wantNotServed; got != want {
+				t.Errorf("Probe(%q) = %v, errors.Is(ErrNotServing) = %v, want %v", tt.service, err, got, want)
+			}
+		})
+	}
+}
+
+// counted is a Prober that returns err and counts its calls.
+type counted struct {
+	err   error
+	calls int
+}
+
+func (c *counted) Probe(context.Context) error {
+	c.calls++
+	return c.err
+}
+
+func TestNoneAll(t *testing.T) {
+	t.Parallel()
+	errDown := errors.New("down")
+	tests := []struct {
+		name      string
+		probers   func() (probe.Prober, []*counted)
+		wantErr   error
+		wantCalls []int
+	}{
+		{
+			name:    "none",
+			probers: func() (probe.Prober, []*counted) { return probe.None{}, nil },
+		},
+		{
+			name:    "all empty",
+			probers: func() (probe.Prober, []*counted) { return probe.All{}, nil },
+		},
+		{
+			name: "all ok",
+			probers: func() (probe.Prober, []*counted) {
+				a, b := &counted{}, &counted{}
+				return probe.All{a, probe.None{}, b}, []*counted{a, b}
+			},
+			wantCalls: []int{1, 1},
+		},
+		{
+			name: "last fails",
+			probers: func() (probe.Prober, []*counted) {
+				a, b := &counted{}, &counted{err: errDown}
+				return probe.All{a, b}, []*counted{a, b}
+			},
+			wantErr:   errDown,
+			wantCalls: []int{1, 1},
+		},
+		{
+			name: "first fails",
+			probers: func() (probe.Prober, []*counted) {
+				a, b := &counted{err: errDown}, &counted{}
+				return probe.All{a, b}, []*counted{a, b}
+			},
+			wantErr:   errDown,
+			wantCalls: []int{1, 0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, cs := tt.probers()
+			if got, want := p.Probe(t.Context()), tt.wantErr; !errors.Is(got, want) || (want == nil) != (got == nil) {
+				t.Errorf("Probe() = %v, want %v", got, want)
+			}
+			for i, c := range cs {
+				if got, want := c.calls, tt.wantCalls[i]; got != want {
+					t.Errorf("prober %d called %d times, want %d", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// script is a fake Prober: result(n, since) gives the result of the n-th
+// call (from 0), made at since after the script was created. It records
+// the time of each call.
+type script struct {
+	start  time.Time
+	result func(n int, since time.Duration) error
+
+	mu    sync.Mutex
+	calls []time.Duration
+}
+
+func newScript(result func(n int, since time.Duration) error) *script {
+	return &script{start: time.Now(), result: result}
+}
+
+func (s *script) Probe(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since := time.Since(s.start)
+	n := len(s.calls)
+	s.calls = append(s.calls, since)
+	return s.result(n, since)
+}
+
+func (s *script) times() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.calls...)
+}
+
+// seq returns the results in order, then the last one forever.
+func seq(results ...error) func(int, time.Duration) error {
+	return func(n int, _ time.Duration) error {
+		return results[min(n, len(results)-1)]
+	}
+}
+
+var errDown = errors.New("connection refused")
+
+// syncBuffer is a log sink safe for the watcher's goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// messages returns the msg of each log line.
+func (b *syncBuffer) messages(t *testing.T) []string {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var msgs []string
+	for line := range strings.Lines(b.buf.String()) {
+		var rec struct{ Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		msgs = append(msgs, rec.Msg)
+	}
+	return msgs
+}
+
+func count(msgs []string, msg string) int {
+	n := 0
+	for _, m := range msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// run starts w in the bubble and returns a stop func that cancels it,
+// waits for it to settle and checks that Run returned.
+func run(t *testing.T, w *probe.Watcher) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		w.Run(ctx)
+		close(done)
+	}()
+	return func() {
+		t.Helper()
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Error("Run did not return after its context was canceled")
+		}
+	}
+}
+
+// sleepUntil sleeps until d after start and lets the bubble settle.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestWatcherColdStart(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// The upstream starts accepting at upAt, between two fast probes.
+		const upAt = 101*time.Millisecond + 300*time.Microsecond
+		start := time.Now()
+		s := newScript(func(_ int, since time.Duration) error {
+			if since < upAt {
+				return errDown
+			}
+			return nil
+		})
+		var logs syncBuffer
+		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		changed := w.Changed()
+		var readyAt time.Duration
+		sawReady := make(chan struct{})
+		go func() {
+			<-changed
+			readyAt = time.Since(start)
+			close(sawReady)
+		}()
+		stop := run(t, w)
+
+		sleepUntil(start, upAt-time.Microsecond)
+		if w.Ready() {
+			t.Fatal("Ready() = true before the upstream accepts")
+		}
+		if isClosed(changed) {
+			t.Error("Changed() closed before the upstream accepts")
+		}
+		sleepUntil(start, upAt+probe.FastInterval)
+		if !w.Ready() {
+			t.Fatalf("Ready() = false %v after the upstream accepts, want true", probe.FastInterval)
+		}
+		if !isClosed(changed) {
+			t.Fatal("Changed() not closed on becoming ready")
+		}
+		<-sawReady
+		if got, max := readyAt-upAt, probe.FastInterval; got < 0 || got > max {
+			t.Errorf("ready %v after the upstream accepted, want within %v", got, max)
+		}
+
+		next := w.Changed()
+		sleepUntil(start, upAt+3500*time.Millisecond)
+		stop()
+		if isClosed(next) {
+			t.Error("Changed() closed while staying ready")
+		}
+
+		calls := s.times()
+		firstOK := -1
+		for i, c := range calls {
+			if c >= upAt {
+				firstOK = i
+				break
+			}
+		}
+		if firstOK < 50 {
+			t.Fatalf("first success at call %d, want after at least 50 failures (calls %v)", firstOK, calls)
+		}
+		if got, want := calls[0], time.Duration(0); got != want {
+			t.Errorf("first probe at %v, want %v", got, want)
+		}
+		for i := 1; i <= firstOK; i++ {
+			if got, want := calls[i]-calls[i-1], probe.FastInterval; got != want {
+				t.Errorf("interval before call %d (not ready) = %v, want %v", i, got, want)
+			}
+		}
+		relaxed := calls[firstOK+1:]
+		if got, want := len(relaxed), 3; got != want {
+			t.Errorf("%d probes in 3.5s once ready, want %d", got, want)
+		}
+		prev := calls[firstOK]
+		for i, c := range relaxed {
+			if got, want := c-prev, probe.RelaxedInterval; got != want {
+				t.Errorf("interval before relaxed probe %d = %v, want %v", i, got, want)
+			}
+			prev = c
+		}
+
+		msgs := logs.messages(t)
+		if got, want := count(msgs, "upstream not ready"), 0; got != want {
+			t.Errorf("%d %q lines after %d failed attempts, want %d", got, "upstream not ready", firstOK, want)
+		}
+		if got, want := count(msgs, "upstream ready"), 1; got != want {
+			t.Errorf("%d %q lines, want %d", got, "upstream ready", want)
+		}
+		if got, want := len(msgs), 1; got != want {
+			t.Errorf("log = %q, want one line", msgs)
+		}
+	})
+}
+
+func TestWatcherFailureWhileReady(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const fast, relaxed = probe.FastInterval, probe.RelaxedInterval
+		start := time.Now()
+		s := newScript(seq(
+			nil,     // 0 at 0: ready
+			errDown, // 1 at 1s
+			errDown, // 2 at 1s+fast
+			nil,     // 3 at 1s+2fast: resets the count
+			errDown, // 4 at 2s+2fast
+			errDown, // 5 at 2s+3fast
+			errDown, // 6 at 2s+4fast: third in a row, unready
+			errDown, // 7 at 2s+5fast
+			nil,     // 8 at 2s+6fast: ready again
+		))
+		var logs syncBuffer
+		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		stop := run(t, w)
+
+		synctest.Wait()
+		if !w.Ready() {
+			t.Fatal("Ready() = false after a first success")
+		}
+		ch := w.Changed()
+		sleepUntil(start, 2*relaxed+3*fast+fast/2) // after call 5
+		if !w.Ready() {
+			t.Error("Ready() = false after 2 consecutive failures, want true until 3")
+		}
+		if isClosed(ch) {
+			t.Error("Changed() closed without a change of state")
+		}
+		sleepUntil(start, 2*relaxed+4*fast+fast/2) // after call 6
+		if w.Ready() {
+			t.Error("Ready() = true after 3 consecutive failures")
+		}
+		if !isClosed(ch) {
+			t.Error("Changed() not closed on becoming unready")
+		}
+		ch = w.Changed()
+		sleepUntil(start, 2*relaxed+6*fast+fast/2) // after call 8
+		if !w.Ready() {
+			t.Error("Ready() = false after a success")
+		}
+		if !isClosed(ch) {
+			t.Error("Changed() not closed on becoming ready again")
+		}
+		sleepUntil(start, 3*relaxed+6*fast+fast/2) // after call 9
+		stop()
+
+		want := []time.Duration{
+			0, relaxed, relaxed + fast, relaxed + 2*fast,
+			2*relaxed + 2*fast, 2*relaxed + 3*fast, 2*relaxed + 4*fast, 2*relaxed + 5*fast, 2*relaxed + 6*fast,
+			3*relaxed + 6*fast,
+		}
+		if got := s.times(); !equal(got, want) {
+			t.Errorf("probe times = %v, want %v", got, want)
+		}
+		if got, want := strings.Join(logs.messages(t), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
+			t.Errorf("log = %q, want %q", got, want)
+		}
+	})
+}
+
+func equal(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestWatcherThresholds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		threshold int
+		// wantFailures is the number of consecutive failures after which
+		// the watcher is unready.
+		wantFailures int
+	}{
+		{name: "default", threshold: 0, wantFailures: 3},
+		{name: "one", threshold: 1, wantFailures: 1},
+		{name: "five", threshold: 5, wantFailures: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				s := newScript(seq(nil, errDown))
+				w := &probe.Watcher{Prober: s, FailureThreshold: tt.threshold}
+				stop := run(t, w)
+				defer stop()
+				// Failure k (from 1) is at RelaxedInterval+(k-1)*FastInterval.
+				at := func(k int) time.Duration {
+					return probe.RelaxedInterval + time.Duration(k-1)*probe.FastInterval + probe.FastInterval/2
+				}
+				sleepUntil(start, at(tt.wantFailures-1))
+				if !w.Ready() {
+					t.Errorf("Ready() = false after %d failures", tt.wantFailures-1)
+				}
+				sleepUntil(start, at(tt.wantFailures))
+				if w.Ready() {
+					t.Errorf("Ready() = true after %d failures", tt.wantFailures)
+				}
+			})
+		})
+	}
+}
+
+func TestWatcherSuccessThreshold(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown, nil, errDown, nil, nil))
+		w := &probe.Watcher{Prober: s, SuccessThreshold: 2}
+		stop := run(t, w)
+		defer stop()
+		sleepUntil(start, 3*probe.FastInterval+probe.FastInterval/2) // after call 3
+		if w.Ready() {
+			t.Error("Ready() = true after one success, want 2 in a row")
+		}
+		sleepUntil(start, 4*probe.FastInterval+probe.FastInterval/2) // after call 4
+		if !w.Ready() {
+			t.Error("Ready() = false after 2 successes in a row")
+		}
+	})
+}
+
+func TestWatcherPeriod(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const period = 5 * time.Second
+		start := time.Now()
+		s := newScript(seq(errDown, errDown, nil, errDown, errDown, errDown, nil))
+		var logs syncBuffer
+		w := &probe.Watcher{Prober: s, Period: period, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		stop := run(t, w)
+
+		sleepUntil(start, 2*period-time.Millisecond)
+		if w.Ready() {
+			t.Error("Ready() = true before the first success")
+		}
+		sleepUntil(start, 2*period)
+		if !w.Ready() {
+			t.Error("Ready() = false after the first success")
+		}
+		sleepUntil(start, 5*period-time.Millisecond)
+		if !w.Ready() {
+			t.Error("Ready() = false after 2 failures")
+		}
+		sleepUntil(start, 5*period)
+		if w.Ready() {
+			t.Error("Ready() = true after 3 failures")
+		}
+		sleepUntil(start, 7*period+period/2)
+		stop()
+
+		var want []time.Duration
+		for i := range 8 {
+			want = append(want, time.Duration(i)*period)
+		}
+		if got := s.times(); !equal(got, want) {
+			t.Errorf("probe times = %v, want %v", got, want)
+		}
+		if got, want := strings.Join(logs.messages(t), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
+			t.Errorf("log = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestWatcherManyFailuresLogNothing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown))
+		var logs syncBuffer
+		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		ch := w.Changed()
+		stop := run(t, w)
+		sleepUntil(start, time.Second)
+		stop()
+		if got, min := len(s.times()), 50; got < min {
+			t.Errorf("%d probes in 1s, want at least %d", got, min)
+		}
+		if w.Ready() {
+			t.Error("Ready() = true, never succeeded")
+		}
+		if isClosed(ch) {
+			t.Error("Changed() closed without a change of state")
+		}
+		if got := logs.messages(t); len(got) != 0 {
+			t.Errorf("log = %q, want nothing", got)
+		}
+	})
+}
