@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/proxy"
 	"golang.org/x/net/http2"
@@ -127,12 +128,15 @@ func newQueue(b *testing.B, addr, protocol string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := proxy.New(proxy.Config{Upstream: addr, Protocol: protocol, Trust: trust})
+	// The default configuration of cmd/queue: --timeout 300s, and the
+	// drain layer (probe answers, arrival counting) in front.
+	p, err := proxy.New(proxy.Config{Upstream: addr, Protocol: protocol, Trust: trust, Timeout: 300 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close() })
-	return newServer(b, p)
+	d := drain.New(drain.Config{QuietPeriod: 30 * time.Second})
+	return newServer(b, d.Handler(p))
 }
 
 // newHTTPUtil starts the naive proxy: httputil.ReverseProxy with the

@@ -25,13 +25,11 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	// reaches an h2c upstream as a plain GET.
 	o.WebSocket = false
 	ctx := r.Context()
-	if deadline := p.deadline(r); !deadline.IsZero() {
+	deadline := p.deadline(r)
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
-		rc := http.NewResponseController(w)
-		rc.SetWriteDeadline(deadline) // a client that reads slowly is cut at --timeout
-		defer rc.SetWriteDeadline(time.Time{})
 	}
 	var idle *idleTimer
 	if p.idle > 0 {
@@ -67,6 +65,13 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		if !headers.IsHopByHop(k, conn) {
 			h[k] = vv
 		}
+	}
+	if !deadline.IsZero() {
+		// A client that reads slowly is cut at --timeout too. Set only now
+		// that there is a response: a 504 must not race the client's cut.
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(deadline)
+		defer rc.SetWriteDeadline(time.Time{})
 	}
 	w.WriteHeader(res.StatusCode)
 	if err := copyStream(w, res.Body, res.ContentLength, idle); err != nil {
