@@ -42,6 +42,9 @@ type Config struct {
 	AccessLog            bool
 	PProf                bool
 	Version              bool
+	// Labels are the revision labels of the metrics and logs, from the
+	// Knative environment.
+	Labels Labels
 }
 
 // ConfigError is a configuration mistake: queue exits 2 with its message.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
+	"github.com/queue-dev/queue/stats"
 	"golang.org/x/net/http2"
 )
 
@@ -57,11 +59,17 @@ type app struct {
 
 	watcher *probe.Watcher
 	drainer *drain.Drainer
+	stats   *stats.Recorder
+
+	statsSrv, metricsSrv *http.Server
+	statsLn, metricsLn   net.Listener
+	promLabels           string
+	depth                func() int // requests waiting for a slot; nil without --concurrency
 }
 
 // addrs are the bound addresses, for tests and the demo.
 type addrs struct {
-	Listen, TLS, Admin string
+	Listen, TLS, Admin, Stats, Metrics string
 }
 
 func (a *app) addrs() addrs {
@@ -72,6 +80,10 @@ func (a *app) addrs() addrs {
 	}
 	if a.adminLn != nil {
 		x.Admin = a.adminLn.Addr().String()
+	}
+	if a.statsLn != nil {
+		x.Stats = a.statsLn.Addr().String()
+		x.Metrics = a.metricsLn.Addr().String()
 	}
 	return x
 }
@@ -100,8 +112,15 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		}
 	}
 
+	statsCfg := stats.Config{}
+	if cfg.AccessLog {
+		statsCfg.OnDone = (&accessLog{w: os.Stdout}).done
+	}
+	a.stats = stats.New(statsCfg)
+	a.promLabels = cfg.Labels.prometheus()
+
 	// The request path, outermost first (STYLE section 2).
-	handler := chain(p, a.drainer.Handler)
+	handler := chain(p, a.drainer.Handler, a.stats.Handler)
 	errLog := serverLog(logger)
 	a.plain = ingressServer(handler, false, errLog)
 	a.upgrade = &proxy.H2CUpgrade{
@@ -135,6 +154,12 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	smux := http.NewServeMux()
+	smux.HandleFunc("GET /metrics", a.statsHandler)
+	a.statsSrv = &http.Server{Handler: smux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	mmux := http.NewServeMux()
+	mmux.HandleFunc("GET /metrics", a.metricsHandler)
+	a.metricsSrv = &http.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 
 	a.conns = &connLimit{max: int64(cfg.MaxConnections)}
 	var lns []net.Listener
@@ -160,6 +185,12 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		a.tlsLn = a.conns.wrap(a.tlsLn)
 	}
 	if a.adminLn, err = listen(cfg.AdminListen); err != nil {
+		return nil, err
+	}
+	if a.statsLn, err = listen(cfg.StatsListen); err != nil {
+		return nil, err
+	}
+	if a.metricsLn, err = listen(cfg.MetricsListen); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -210,7 +241,7 @@ func ingressServer(h http.Handler, tls bool, errLog *log.Logger) *http.Server {
 func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 5)
 	run := func(name string, f func() error) {
 		go func() {
 			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -224,7 +255,10 @@ func (a *app) serve(ctx context.Context) error {
 		go a.certs.Run(ctx, certPollPeriod)
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
+	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
+	run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
 	go a.watcher.Run(ctx)
+	go a.stats.Run(ctx)
 	// Canceling ctx drains at once, even in the middle of a quiet period.
 	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 
@@ -280,6 +314,8 @@ func (a *app) drain() error {
 	if err := a.admin.Shutdown(adminCtx); err != nil {
 		a.admin.Close()
 	}
+	a.statsSrv.Close()
+	a.metricsSrv.Close()
 	a.log.LogAttrs(ctx, slog.LevelInfo, "drained")
 	return nil
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// decodeStat decodes a Stat message by field number, independently of the
+// encoder.
+func decodeStat(t *testing.T, b []byte) (pod string, f map[protowire.Number]float64) {
+	t.Helper()
+	f = map[protowire.Number]float64{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			t.Fatalf("bad tag: %v", protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch typ {
+		case protowire.BytesType:
+			v, n := protowire.ConsumeString(b)
+			if n < 0 || num != 1 {
+				t.Fatalf("field %d: bad string", num)
+			}
+			pod, b = v, b[n:]
+		case protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				t.Fatalf("field %d: bad double", num)
+			}
+			f[num], b = math.Float64frombits(v), b[n:]
+		case protowire.VarintType:
+			_, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				t.Fatalf("field %d: bad varint", num)
+			}
+			b = b[n:]
+		default:
+			t.Fatalf("field %d: unexpected wire type %d", num, typ)
+		}
+	}
+	return pod, f
+}
+
+func statNow(t *testing.T, q *testQueue) map[protowire.Number]float64 {
+	t.Helper()
+	res, err := http.Get("http://" + q.addr.Stats + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "application/protobuf" {
+		t.Errorf("Content-Type %q, want application/protobuf", ct)
+	}
+	b, _ := io.ReadAll(res.Body)
+	_, f := decodeStat(t, b)
+	return f
+}
+
+// TestStatsEndToEnd: N slow requests in flight for a whole window show as
+// an average concurrency of N; probes are not counted; activator-proxied
+// requests are counted as proxied too.
+func TestStatsEndToEnd(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived.Done()
+			<-release
+		}
+	}))
+	q := startQueue(t, hostPort(up))
+	q.waitReady(t, true)
+	const n, proxied = 5, 2
+	arrived.Add(n)
+	var done sync.WaitGroup
+	for i := range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			req, _ := http.NewRequest("GET", "http://"+q.addr.Listen+"/slow", nil)
+			if i < proxied {
+				req.Header.Set("K-Proxy-Request", "activator")
+			}
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	arrived.Wait()
+	defer func() { close(release); done.Wait() }()
+	// Probes while they are in flight must not count.
+	for range 20 {
+		probeStatus(t, q, map[string]string{"User-Agent": "kube-probe/1.31"})
+	}
+	// Wait for a window that the n requests covered whole.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f := statNow(t, q)
+		if f[2] == n {
+			if got := f[3]; got != proxied {
+				t.Errorf("average proxied concurrency = %v, want %v", got, proxied)
+			}
+			if f[6] <= 0 {
+				t.Errorf("process uptime = %v, want > 0", f[6])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no window showed %d concurrent requests; last %v", n, f)
+		}
+		time.Sleep(100 * time.Millisecond) // windows close every second: polling the endpoint
+	}
+	if got := q.app.stats.Active(); got != n {
+		t.Errorf("active now = %d, want %d", got, n)
+	}
+}
+
+// TestPrometheusMetrics: the text exposition parses with Prometheus' own
+// parser and carries the contract's names and the revision labels.
+func TestPrometheusMetrics(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	q := startQueue(t, hostPort(up))
+	q.app.promLabels = Labels{Namespace: "ns", Service: "svc", Configuration: "cfg", Revision: "rev-1", Pod: `p"od`}.prometheus()
+	c, base := q.client(t, modeH1)
+	for range 3 {
+		get(t, c, base+"/", nil)
+	}
+	res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("Prometheus cannot parse the exposition: %v\n%s", err, body)
+	}
+	for _, name := range []string{"queue_requests_per_second", "queue_proxied_operations_per_second",
+		"queue_average_concurrent_requests", "queue_average_proxied_concurrent_requests", "queue_active_requests",
+		"queue_depth", "queue_process_uptime_seconds", "http_server_request_duration_seconds"} {
+		mf, ok := families[name]
+		if !ok {
+			t.Errorf("metric %s missing", name)
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		want := map[string]string{"namespace": "ns", "service": "svc", "configuration": "cfg", "revision": "rev-1", "pod": `p"od`}
+		for k, v := range want {
+			if labels[k] != v {
+				t.Errorf("%s: label %s = %q, want %q", name, k, labels[k], v)
+			}
+		}
+	}
+	h := families["http_server_request_duration_seconds"]
+	if h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() != 3 {
+		t.Errorf("histogram: %v, want 3 requests in 2xx", h)
+	}
+}
+
+// TestAccessLog: one JSON line per request to stdout, with the fields the
+// contract lists.
+func TestAccessLog(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	l := &accessLog{w: &buf}
+	req := &http.Request{Method: "GET", URL: &url.URL{Path: "/a\"b\x01\xff", RawQuery: "q=1"}, Header: http.Header{}}
+	req.RemoteAddr = "127.0.0.1:5000"
+	req.Proto = "HTTP/2.0"
+	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	l.done(req, 204, 12, 1500*time.Microsecond)
+	l.done(req, 0, 0, time.Millisecond)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2: %q", len(lines), buf.String())
+	}
+	var e struct {
+		Time, Method, Path, RemoteAddr, Protocol, TraceID string
+		Status                                           int
+		Bytes                                            int64
+		Duration                                         float64
+	}
+	dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(strings.ReplaceAll(lines[0], "remote_addr", "remoteaddr"), "trace_id", "traceid")))
+	if err := dec.Decode(&e); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, lines[0])
+	}
+	if e.Method != "GET" || e.Path != "/a\"b\x01\ufffd" || e.Status != 204 || e.Bytes != 12 || e.Duration != 0.0015 ||
+		e.RemoteAddr != "127.0.0.1:5000" || e.Protocol != "HTTP/2.0" || e.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("line %s decoded as %+v", lines[0], e)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil {
+		t.Errorf("time %q: %v", e.Time, err)
+	}
+	if !strings.Contains(lines[1], `"status":499`) {
+		t.Errorf("a request with nothing written logs %s, want status 499", lines[1])
+	}
+}
+
+// TestAccessLogAllocs: a line costs at most the buffer's first growth.
+func TestAccessLogAllocs(t *testing.T) {
+	l := &accessLog{w: io.Discard}
+	req := &http.Request{Method: "GET", URL: &url.URL{Path: "/p"}, Header: http.Header{}, Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1"}
+	l.done(req, 200, 1, time.Millisecond)
+	budget := 0.0
+	if raceEnabled {
+		budget = 1
+	}
+	if n := testing.AllocsPerRun(100, func() { l.done(req, 200, 1, time.Millisecond) }); n > budget {
+		t.Errorf("allocs per line = %v, want at most %v once the pool is warm", n, budget)
+	}
+}

@@ -1,0 +1,320 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Header names that change how a request is counted.
+const (
+	// KProxyRequest: "activator" marks a request the activator proxied.
+	KProxyRequest = "K-Proxy-Request"
+	// KKubeletProbe marks a kubelet probe that is proxied but not counted.
+	KKubeletProbe = "K-Kubelet-Probe"
+)
+
+// Window is one closed window.
+type Window struct {
+	// Length of the window.
+	Length time.Duration
+	// AverageConcurrency is the time-weighted average of active requests.
+	AverageConcurrency float64
+	// AverageProxiedConcurrency is the same for activator-proxied requests.
+	AverageProxiedConcurrency float64
+	// RequestsPerSecond counts arrivals in the window, per second.
+	RequestsPerSecond float64
+	// ProxiedRequestsPerSecond is the same for activator-proxied requests.
+	ProxiedRequestsPerSecond float64
+	// Uptime is the time since the Recorder was created.
+	Uptime time.Duration
+}
+
+// Config configures a Recorder.
+type Config struct {
+	// Window is the length of a window. 0 means one second.
+	Window time.Duration
+	// OnDone, when set, is called at the end of every counted request with
+	// its status (0 when nothing was written: the client went away or the
+	// connection was taken over), the body bytes written, and its
+	// duration. It runs on the request's goroutine.
+	OnDone func(r *http.Request, status int, bytes int64, d time.Duration)
+}
+
+// Recorder counts requests. Create it with New.
+type Recorder struct {
+	cfg      Config
+	t0       time.Time // process start: the time base and uptime
+	all      conc
+	proxied  conc
+	arrivals atomic.Uint64
+	proxiedN atomic.Uint64
+	last     atomic.Pointer[Window]
+	hist     histogram
+	pool     sync.Pool
+}
+
+// New returns a Recorder whose first window starts now.
+func New(cfg Config) *Recorder {
+	if cfg.Window <= 0 {
+		cfg.Window = time.Second
+	}
+	r := &Recorder{cfg: cfg, t0: time.Now()}
+	r.last.Store(&Window{})
+	r.pool.New = func() any { return new(responseWriter) }
+	return r
+}
+
+// now is the time since t0 in microseconds, from the monotonic clock.
+func (s *Recorder) now() int64 { return int64(time.Since(s.t0) / time.Microsecond) }
+
+// Begin counts a request arriving at now (microseconds since New). The
+// Handler calls it; it is exported for exact tests with chosen times.
+func (s *Recorder) Begin(now int64, proxied bool) {
+	s.all.add(now, 1)
+	s.arrivals.Add(1)
+	if proxied {
+		s.proxied.add(now, 1)
+		s.proxiedN.Add(1)
+	}
+}
+
+// End counts a request ending at now.
+func (s *Recorder) End(now int64, proxied bool) {
+	s.all.add(now, -1)
+	if proxied {
+		s.proxied.add(now, -1)
+	}
+}
+
+// Close ends the current window at now (microseconds since New), stores it
+// as the last one and returns it. Run calls it every window; tests call it
+// with chosen times. Only one goroutine may call it.
+func (s *Recorder) Close(now int64) Window {
+	area, length := s.all.close(now)
+	parea, _ := s.proxied.close(now)
+	n, pn := s.arrivals.Swap(0), s.proxiedN.Swap(0)
+	w := Window{Length: time.Duration(length) * time.Microsecond, Uptime: time.Duration(now) * time.Microsecond}
+	if length > 0 {
+		secs := float64(length) / 1e6
+		w.AverageConcurrency = float64(area) / float64(length)
+		w.AverageProxiedConcurrency = float64(parea) / float64(length)
+		w.RequestsPerSecond = float64(n) / secs
+		w.ProxiedRequestsPerSecond = float64(pn) / secs
+	}
+	s.last.Store(&w)
+	return w
+}
+
+// Run closes a window every Config.Window until ctx is done.
+func (s *Recorder) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Close(s.now())
+		}
+	}
+}
+
+// Last returns the last closed window.
+func (s *Recorder) Last() Window { return *s.last.Load() }
+
+// Active returns the number of requests in flight now.
+func (s *Recorder) Active() int { return s.all.active() }
+
+func isActivator(v []string) bool { return len(v) > 0 && v[0] == "activator" }
+
+// Handler counts each request that passes through it, from arrival to the
+// end of its response. Requests carrying K-Kubelet-Probe pass uncounted.
+// It wraps the ResponseWriter once (pooled, with Unwrap and Flush) to learn
+// the status and size for the histogram and OnDone.
+func (s *Recorder) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Header[KKubeletProbe]; ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		proxied := isActivator(r.Header[KProxyRequest])
+		start := s.now()
+		s.Begin(start, proxied)
+		rw := s.pool.Get().(*responseWriter)
+		rw.ResponseWriter = w
+		defer s.done(rw, r, start, proxied)
+		next.ServeHTTP(rw, r)
+	})
+}
+
+func (s *Recorder) done(rw *responseWriter, r *http.Request, start int64, proxied bool) {
+	end := s.now()
+	s.End(end, proxied)
+	d := time.Duration(end-start) * time.Microsecond
+	s.hist.observe(rw.status, end-start)
+	if s.cfg.OnDone != nil {
+		s.cfg.OnDone(r, rw.status, rw.bytes, d)
+	}
+	*rw = responseWriter{}
+	s.pool.Put(rw)
+}
+
+// responseWriter notes the status and body size. It is the request path's
+// one wrapper (STYLE section 2).
+type responseWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush passes on; the proxy flushes streams through it.
+func (w *responseWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (hijack,
+// deadlines, full duplex).
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Duration histogram buckets, in seconds (Prometheus' defaults).
+var bucketsSec = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+var bucketsMicros = func() (b [len(bucketsSec)]int64) {
+	for i, s := range bucketsSec {
+		b[i] = int64(s * 1e6)
+	}
+	return b
+}()
+
+// classes are the status classes; index 0 is "none" (nothing written).
+var classes = [...]string{"none", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+type histogram struct {
+	counts [len(classes)][len(bucketsSec) + 1]atomic.Uint64 // last: +Inf
+	sum    [len(classes)]atomic.Int64                      // microseconds
+}
+
+func classOf(status int) int {
+	if c := status / 100; c >= 1 && c <= 5 {
+		return c
+	}
+	return 0
+}
+
+func (h *histogram) observe(status int, micros int64) {
+	c := classOf(status)
+	i := 0
+	for i < len(bucketsMicros) && micros > bucketsMicros[i] {
+		i++
+	}
+	h.counts[c][i].Add(1)
+	h.sum[c].Add(micros)
+}
+
+// Gauges a caller adds to the Prometheus text, such as the limiter's depth.
+type Gauges struct {
+	// Depth returns the requests waiting for a slot now; nil means 0.
+	Depth func() int
+}
+
+// WritePrometheus writes the metrics in the Prometheus text format
+// (version 0.0.4). labels is a ready label list without braces, such as
+// `namespace="ns",revision="r1"`, or empty.
+func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
+	last := s.Last()
+	depth := 0
+	if g.Depth != nil {
+		depth = g.Depth()
+	}
+	b := make([]byte, 0, 4096)
+	gauge := func(name, help string, v float64) {
+		b = append(b, "# HELP "...)
+		b = append(b, name...)
+		b = append(b, ' ')
+		b = append(b, help...)
+		b = append(b, "\n# TYPE "...)
+		b = append(b, name...)
+		b = append(b, " gauge\n"...)
+		b = append(b, name...)
+		if labels != "" {
+			b = append(b, '{')
+			b = append(b, labels...)
+			b = append(b, '}')
+		}
+		b = append(b, ' ')
+		b = appendFloat(b, v)
+		b = append(b, '\n')
+	}
+	gauge("queue_requests_per_second", "Requests per second in the last window.", last.RequestsPerSecond)
+	gauge("queue_proxied_operations_per_second", "Requests per second proxied by the activator in the last window.", last.ProxiedRequestsPerSecond)
+	gauge("queue_average_concurrent_requests", "Time-weighted average of requests in flight over the last window.", last.AverageConcurrency)
+	gauge("queue_average_proxied_concurrent_requests", "Time-weighted average of activator-proxied requests in flight over the last window.", last.AverageProxiedConcurrency)
+	gauge("queue_active_requests", "Requests in flight now, queued ones included.", float64(s.Active()))
+	gauge("queue_depth", "Requests waiting for a concurrency slot now.", float64(depth))
+	gauge("queue_process_uptime_seconds", "Seconds since queue started.", time.Since(s.t0).Seconds())
+
+	const name = "http_server_request_duration_seconds"
+	b = append(b, "# HELP "+name+" Duration of requests from arrival to the end of the response, by status class.\n# TYPE "+name+" histogram\n"...)
+	for c := range classes {
+		var total uint64
+		counts := make([]uint64, len(bucketsSec)+1)
+		for i := range counts {
+			counts[i] = s.hist.counts[c][i].Load()
+			total += counts[i]
+		}
+		if total == 0 {
+			continue
+		}
+		lbl := `status_class="` + classes[c] + `"`
+		if labels != "" {
+			lbl = labels + "," + lbl
+		}
+		var cum uint64
+		for i, le := range bucketsSec {
+			cum += counts[i]
+			b = fmt.Appendf(b, "%s_bucket{%s,le=\"%s\"} %d\n", name, lbl, strconv.FormatFloat(le, 'g', -1, 64), cum)
+		}
+		b = fmt.Appendf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, lbl, total)
+		b = fmt.Appendf(b, "%s_sum{%s} %s\n", name, lbl, strconv.FormatFloat(float64(s.hist.sum[c].Load())/1e6, 'g', -1, 64))
+		b = fmt.Appendf(b, "%s_count{%s} %d\n", name, lbl, total)
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, 1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
