@@ -216,7 +216,7 @@ var classes = [...]string{"none", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 type histogram struct {
 	counts [len(classes)][len(bucketsSec) + 1]atomic.Uint64 // last: +Inf
-	sum    [len(classes)]atomic.Int64                      // microseconds
+	sum    [len(classes)]atomic.Int64                       // microseconds
 }
 
 func classOf(status int) int {

@@ -22,12 +22,12 @@ func TestDependencyDirection(t *testing.T) {
 		// tracing adapts OpenTelemetry; only cmd/queue imports it, and only
 		// when tracing is configured is its handler on the request path.
 		"tracing": {external: []string{""}},
-		"proxy":     {own: []string{"headers"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
-		"headers":   {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
-		"probe":     {external: []string{"golang.org/x/net/http/httpguts"}},
-		"stats":     {external: []string{"golang.org/x/net/http/httpguts"}},
-		"limit":     {external: []string{"golang.org/x/net/http/httpguts"}},
-		"drain":     {external: []string{"golang.org/x/net/http/httpguts"}},
+		"proxy":   {own: []string{"headers"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"headers": {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
+		"probe":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"stats":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"limit":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain":   {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
 	out, err := exec.Command("go", "list", "-json=ImportPath,Deps,Standard", "../../...").Output()
 	if err != nil {

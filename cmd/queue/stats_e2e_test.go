@@ -194,9 +194,9 @@ func TestAccessLog(t *testing.T) {
 	}
 	var e struct {
 		Time, Method, Path, RemoteAddr, Protocol, TraceID string
-		Status                                           int
-		Bytes                                            int64
-		Duration                                         float64
+		Status                                            int
+		Bytes                                             int64
+		Duration                                          float64
 	}
 	dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(strings.ReplaceAll(lines[0], "remote_addr", "remoteaddr"), "trace_id", "traceid")))
 	if err := dec.Decode(&e); err != nil {
