@@ -197,6 +197,10 @@ func (w *responseWriter) Flush() {
 	}
 }
 
+// Status reports the status written so far (0: none); the tracing layer
+// reads it for the span (tracing.StatusReporter).
+func (w *responseWriter) Status() int { return w.status }
+
 // Unwrap lets http.ResponseController reach the server's writer (hijack,
 // deadlines, full duplex).
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

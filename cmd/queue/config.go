@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 )
 
@@ -45,6 +46,19 @@ type Config struct {
 	// Labels are the revision labels of the metrics and logs, from the
 	// Knative environment.
 	Labels Labels
+	// PodIP is SERVING_POD_IP, for the logs.
+	PodIP string
+	// KnativeCertDir holds tls.crt and tls.key when Knative mounts them.
+	KnativeCertDir string
+	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION).
+	TLSMinVersion uint16
+	// Prober, when set, replaces the one --probe describes
+	// (SERVING_READINESS_PROBE), with its thresholds.
+	Prober                             probe.Prober
+	FailureThreshold, SuccessThreshold int
+	// Getenv is the environment the configuration was read from; tracing
+	// reads OpenTelemetry's variables through it.
+	Getenv func(string) string
 }
 
 // ConfigError is a configuration mistake: queue exits 2 with its message.
@@ -73,6 +87,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		MaxConnections:   10000,
 		LogFormat:        "json",
 		LogLevel:         "info",
+		KnativeCertDir:   DefaultKnativeCertDir,
 	}
 	c.TrustedProxies, _ = headers.ParseTrust(headers.DefaultTrust)
 	queueDepth, drainTimeout := -1, time.Duration(-1)
@@ -105,6 +120,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "")
 	fs.Var(boolValue{&c.PProf}, "pprof", "")
 	fs.Var(boolValue{&c.Version}, "version", "")
+	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "")
 
 	if err := fs.Parse(args); err != nil {
 		return c, flagError(err)
@@ -127,6 +143,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		if err := fs.Set(f.Name, v); err != nil {
 			envErr = configErrorf("invalid value %q for %s (--%s): %v", v, name, f.Name, err)
 		}
+		given[f.Name] = true
 	})
 	if envErr != nil {
 		return c, envErr
@@ -134,9 +151,13 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if c.Version {
 		return c, nil
 	}
+	c.Getenv = getenv
+	if err := applyKnative(&c, given, getenv); err != nil {
+		return c, err
+	}
 
 	if c.Upstream == "" {
-		return c, configErrorf("missing --upstream (or QUEUE_UPSTREAM): want the user container's host:port, such as :8080")
+		return c, configErrorf("missing --upstream (or QUEUE_UPSTREAM, or Knative's USER_PORT): want the user container's host:port, such as :8080")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, configErrorf("--tls-cert and --tls-key go together: want both PEM files or neither")

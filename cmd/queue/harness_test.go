@@ -77,6 +77,12 @@ type testQueue struct {
 // flags; every port is 127.0.0.1:0. It stops when the test ends.
 func startQueue(t *testing.T, upstream string, args ...string) *testQueue {
 	t.Helper()
+	return startQueueEnv(t, nil, upstream, args...)
+}
+
+// startQueueEnv is startQueue with an environment for the configuration.
+func startQueueEnv(t *testing.T, env map[string]string, upstream string, args ...string) *testQueue {
+	t.Helper()
 	base := []string{
 		"--upstream", upstream,
 		"--listen", "127.0.0.1:0",
@@ -87,7 +93,7 @@ func startQueue(t *testing.T, upstream string, args ...string) *testQueue {
 		"--drain-quiet-period", "0s",
 		"--drain-timeout", "5s",
 	}
-	cfg, err := parseConfig(append(base, args...), func(string) string { return "" })
+	cfg, err := parseConfig(append(base, args...), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("parseConfig: %v", err)
 	}

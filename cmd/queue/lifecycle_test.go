@@ -419,3 +419,6 @@ func TestSecondSignal(t *testing.T) {
 		t.Errorf("exit status %d, want 1", code)
 	}
 }
+
+// interruptSignal is what a person pressing Ctrl-C sends.
+var interruptSignal = syscall.SIGINT

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
+	"github.com/queue-dev/queue/tracing"
 	"golang.org/x/net/http2"
 )
 
@@ -60,6 +62,7 @@ type app struct {
 	watcher *probe.Watcher
 	drainer *drain.Drainer
 	stats   *stats.Recorder
+	tracer  *tracing.Tracer // nil: tracing off, and not on the request path
 
 	statsSrv, metricsSrv *http.Server
 	statsLn, metricsLn   net.Listener
@@ -104,7 +107,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		return nil, &ConfigError{msg: err.Error()}
 	}
 	a := &app{cfg: cfg, log: logger, proxy: p}
-	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger}
+	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger,
+		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold}
 	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready})
 	if cfg.TLSCert != "" {
 		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
@@ -119,8 +123,30 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a.stats = stats.New(statsCfg)
 	a.promLabels = cfg.Labels.prometheus()
 
-	// The request path, outermost first (STYLE section 2).
-	handler := chain(p, a.drainer.Handler, a.stats.Handler)
+	// The request path, outermost first (STYLE section 2): probes and
+	// drain, counting (queued requests count), the concurrency limit, the
+	// proxy. Layers that are off are not in the chain at all.
+	mw := []func(http.Handler) http.Handler{a.drainer.Handler, a.stats.Handler}
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	a.tracer, err = tracing.New(context.Background(), tracing.Config{Getenv: getenv, SampleRate: cfg.TraceSampleRate, Logger: logger})
+	if err != nil {
+		return nil, &ConfigError{msg: err.Error()}
+	}
+	if a.tracer != nil {
+		mw = append(mw, a.tracer.Handler) // inside stats: it reads the status from stats' writer
+	}
+	if cfg.Concurrency > 0 {
+		l, err := limit.New(limit.Config{Capacity: cfg.Concurrency, QueueDepth: cfg.QueueDepth, MaxWait: cfg.Timeout})
+		if err != nil {
+			return nil, &ConfigError{msg: "--concurrency/--queue-depth: " + err.Error()}
+		}
+		mw = append(mw, l.Handler)
+		a.depth = l.Waiting
+	}
+	handler := chain(p, mw...)
 	errLog := serverLog(logger)
 	a.plain = ingressServer(handler, false, errLog)
 	a.upgrade = &proxy.H2CUpgrade{
@@ -138,7 +164,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 	if a.certs != nil {
 		a.tls = ingressServer(handler, true, errLog)
-		a.tls.TLSConfig = a.certs.TLSConfig(0)
+		a.tls.TLSConfig = a.certs.TLSConfig(cfg.TLSMinVersion)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, r *http.Request) {
@@ -199,6 +225,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 // newProber turns --probe into a prober of the upstream.
 func newProber(cfg Config) probe.Prober {
 	switch {
+	case cfg.Prober != nil:
+		return cfg.Prober
 	case cfg.Probe == "none":
 		return probe.None{}
 	case cfg.Probe == "grpc":
@@ -307,6 +335,11 @@ func (a *app) drain() error {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "websocket connections cut at drain timeout", slog.Int("open", a.proxy.Tunnels()))
 	}
 	a.proxy.Close()
+	if a.tracer != nil {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.tracer.Shutdown(flush)
+		cancel()
+	}
 	a.drainer.Finish()
 	// Let /wait-for-drain answer before the admin port goes.
 	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -1,0 +1,381 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	// The semantic conventions of the SDK's own resource detectors: a
+	// resource merges only with one of the same schema.
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the tracer, as the OpenTelemetry API asks: the
+// import path of the instrumenting package.
+const instrumentationName = "github.com/queue-dev/queue/tracing"
+
+// Config configures a Tracer. The zero Config means tracing off.
+type Config struct {
+	// Getenv looks up the OTEL_* variables listed in the package doc; the
+	// caller passes os.Getenv. nil means an empty environment, and so
+	// tracing off.
+	Getenv func(string) string
+	// SampleRate, --trace-sample-rate, is the share of requests, from 0 to
+	// 1, that start a new trace when none comes in. A request that comes
+	// with a trace context keeps its sampling decision. 0 means no new
+	// traces. OTEL_TRACES_SAMPLER, when set, replaces this rule.
+	SampleRate float64
+	// ServiceName is the resource's service.name. OTEL_SERVICE_NAME, then a
+	// service.name in OTEL_RESOURCE_ATTRIBUTES, win over it. "" means
+	// "queue".
+	ServiceName string
+	// ResourceAttributes are added to the resource that describes this
+	// process in every export, e.g. k8s.pod.name. OTEL_RESOURCE_ATTRIBUTES
+	// wins per key. nil means none.
+	ResourceAttributes map[string]string
+	// Logger receives one line at startup and the exporter's changes of
+	// state (failing, recovered). nil discards.
+	Logger *slog.Logger
+}
+
+// Tracer starts a server span per request and exports spans. Create it with
+// New; it is safe for concurrent use. A nil *Tracer is tracing off: its
+// Handler returns next unchanged and its Shutdown returns nil.
+type Tracer struct {
+	provider *sdktrace.TracerProvider
+	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
+	stale    []string
+	exporter *exporter
+}
+
+// New reads cfg.Getenv and returns a Tracer that exports to the configured
+// OTLP/HTTP endpoint. It returns (nil, nil), tracing off, when no exporter
+// is configured (see the package doc). It returns an error that names the
+// variable when a value is malformed; nothing is started then. New does not
+// connect: an unreachable collector shows as export failures in the log.
+// ctx bounds resource detection only.
+func New(ctx context.Context, cfg Config) (*Tracer, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	on, err := exporterWanted(getenv)
+	if err != nil || !on {
+		return nil, err
+	}
+	sampler, err := newSampler(getenv, cfg.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	props, err := newPropagators(getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts, endpoint, err := exporterOptions(getenv)
+	if err != nil {
+		return nil, err
+	}
+	res, err := newResource(ctx, getenv, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("otlp trace exporter: %w", err)
+	}
+	exp := &exporter{SpanExporter: client, log: log}
+	provider := sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(sampler),
+		sdktrace.WithResource(res),
+		sdktrace.WithBatcher(exp),
+	)
+	log.LogAttrs(ctx, slog.LevelInfo, "tracing on",
+		slog.String("endpoint", endpoint),
+		slog.String("sampler", sampler.Description()),
+		slog.String("propagators", props.names))
+	return &Tracer{
+		provider: provider,
+		tracer:   provider.Tracer(instrumentationName),
+		prop:     props.prop,
+		stale:    props.stale,
+		exporter: exp,
+	}, nil
+}
+
+// newResource describes this process: service.name, the SDK, then
+// cfg.ResourceAttributes overridden by OTEL_RESOURCE_ATTRIBUTES.
+func newResource(ctx context.Context, getenv func(string) string, cfg Config) (*resource.Resource, error) {
+	kv := map[string]string{}
+	for k, v := range cfg.ResourceAttributes {
+		kv[k] = v
+	}
+	fromEnv, err := parseKeyValues(getenv(envResourceAttributes))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envResourceAttributes, err)
+	}
+	for k, v := range fromEnv {
+		kv[k] = v
+	}
+	service := strings.TrimSpace(getenv(envServiceName))
+	if service == "" {
+		service = kv[string(semconv.ServiceNameKey)]
+	}
+	if service == "" {
+		service = cfg.ServiceName
+	}
+	if service == "" {
+		service = "queue"
+	}
+	kv[string(semconv.ServiceNameKey)] = service
+	attrs := make([]attribute.KeyValue, 0, len(kv))
+	for k, v := range kv {
+		attrs = append(attrs, attribute.String(k, v))
+	}
+	res, err := resource.New(ctx,
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(attrs...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("trace resource: %w", err)
+	}
+	return res, nil
+}
+
+// Shutdown ends the Tracer: it exports the spans not yet exported and
+// closes the exporter, within ctx. It returns an error when that last export
+// fails or ctx ends first. Call it once the servers that use Handler have
+// stopped; later spans are dropped.
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	if err := t.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("trace shutdown: %w", err)
+	}
+	if p := t.exporter.last.Load(); p != nil {
+		return fmt.Errorf("trace export: %w", *p)
+	}
+	return nil
+}
+
+// StatusReporter is implemented by a ResponseWriter that remembers the
+// status code written through it; Status returns 0 before the header is
+// written. Handler does not wrap the ResponseWriter (STYLE section 2: one
+// wrapper on the hot path); when the writer it receives, or one it reaches
+// through Unwrap() http.ResponseWriter, is a StatusReporter, the span
+// records http.response.status_code. Otherwise the span has no status code,
+// since net/http offers no other way to read it.
+type StatusReporter interface {
+	Status() int
+}
+
+// Handler returns next wrapped in a server span (CONTRACT section 3, "Trace
+// context"). Per request it:
+//
+//   - extracts the incoming context from r.Header with the propagators of
+//     OTEL_PROPAGATORS;
+//   - starts a span of kind server named after the method, as its child;
+//   - replaces the trace headers in r.Header (in place: the map is shared
+//     with the caller's request) with this span's context, so that the
+//     upstream sees this span as its parent; tracestate carries over and
+//     baggage is left as it came;
+//   - calls next with the span in the request's context;
+//   - ends the span when next returns, or panics (status error).
+//
+// The span is a child of the incoming context whether that context is
+// sampled or not, so an unsampled trace stays one trace downstream.
+func (t *Tracer) Handler(next http.Handler) http.Handler {
+	if t == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		carrier := propagation.HeaderCarrier(r.Header)
+		ctx := t.prop.Extract(r.Context(), carrier)
+		name, method := methodName(r.Method)
+		ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+		recording := span.IsRecording()
+		if recording {
+			// Attributes only for spans that will be exported: an unsampled
+			// request, the common case at a low sample rate, then costs no
+			// attribute slice.
+			span.SetAttributes(requestAttributes(r, method)...)
+		}
+		for _, h := range t.stale {
+			r.Header.Del(h)
+		}
+		t.prop.Inject(ctx, carrier)
+
+		done := false
+		defer func() {
+			if !done { // next panicked, e.g. http.ErrAbortHandler mid-response
+				span.SetStatus(codes.Error, "handler panicked")
+				span.End()
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+		done = true
+		if recording {
+			if code := statusOf(w); code != 0 {
+				span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+				if code >= 500 {
+					// Server spans: 5xx is an error, 4xx is not
+					// (semantic conventions, "Status" of HTTP spans).
+					span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(code)))
+					span.SetStatus(codes.Error, "")
+				}
+			}
+		}
+		span.End()
+	})
+}
+
+// statusOf returns the status code that w, or a writer it unwraps to,
+// reports; 0 if none does.
+func statusOf(w http.ResponseWriter) int {
+	for {
+		if s, ok := w.(StatusReporter); ok {
+			return s.Status()
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return 0
+		}
+		w = u.Unwrap()
+	}
+}
+
+// methodName returns the span name and the http.request.method attribute:
+// the method when it is a known one, else "HTTP" and "_OTHER", which keeps
+// the name's cardinality low (semantic conventions, "HTTP server span").
+func methodName(m string) (string, attribute.KeyValue) {
+	switch m {
+	case http.MethodGet:
+		return m, semconv.HTTPRequestMethodGet
+	case http.MethodHead:
+		return m, semconv.HTTPRequestMethodHead
+	case http.MethodPost:
+		return m, semconv.HTTPRequestMethodPost
+	case http.MethodPut:
+		return m, semconv.HTTPRequestMethodPut
+	case http.MethodPatch:
+		return m, semconv.HTTPRequestMethodPatch
+	case http.MethodDelete:
+		return m, semconv.HTTPRequestMethodDelete
+	case http.MethodOptions:
+		return m, semconv.HTTPRequestMethodOptions
+	case http.MethodConnect:
+		return m, semconv.HTTPRequestMethodConnect
+	case http.MethodTrace:
+		return m, semconv.HTTPRequestMethodTrace
+	case "QUERY":
+		return m, semconv.HTTPRequestMethodQuery
+	}
+	return "HTTP", semconv.HTTPRequestMethodOther
+}
+
+// requestAttributes are the server span's request attributes (semantic
+// conventions, "HTTP server span"). client.address is the peer: queue's
+// caller, not a client named in X-Forwarded-For.
+func requestAttributes(r *http.Request, method attribute.KeyValue) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs, method)
+	if method == semconv.HTTPRequestMethodOther {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(r.Method))
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	attrs = append(attrs, semconv.URLScheme(scheme), semconv.URLPath(r.URL.Path))
+	if host, port := splitHostPort(r.Host); host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if port > 0 {
+			attrs = append(attrs, semconv.ServerPort(port))
+		}
+	}
+	switch {
+	case r.ProtoMajor == 2:
+		attrs = append(attrs, semconv.NetworkProtocolVersion("2"))
+	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
+		attrs = append(attrs, semconv.NetworkProtocolVersion("1.1"))
+	case r.ProtoMajor == 1 && r.ProtoMinor == 0:
+		attrs = append(attrs, semconv.NetworkProtocolVersion("1.0"))
+	}
+	if host, port := splitHostPort(r.RemoteAddr); host != "" {
+		attrs = append(attrs, semconv.ClientAddress(host))
+		if port > 0 {
+			attrs = append(attrs, semconv.ClientPort(port))
+		}
+	}
+	if ua := r.UserAgent(); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	return attrs
+}
+
+// splitHostPort splits "host:port", "[v6]:port", "host" or "[v6]"; port is
+// 0 when absent or malformed.
+func splitHostPort(hostport string) (string, int) {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), 0
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		port = 0
+	}
+	return host, port
+}
+
+// exporter logs export failures once per change of state, as queue does for
+// a failing upstream (CONTRACT section 6), and keeps the last export's
+// error for Shutdown. It returns nil to the batch processor, which would
+// otherwise hand the error to OpenTelemetry's global error handler, and
+// that writes unstructured lines through the log package.
+type exporter struct {
+	sdktrace.SpanExporter
+	log     *slog.Logger
+	failing atomic.Bool
+	last    atomic.Pointer[error] // nil after a successful export
+}
+
+// ExportSpans implements sdktrace.SpanExporter.
+func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err == nil {
+		e.last.Store(nil)
+		if e.failing.CompareAndSwap(true, false) {
+			e.log.LogAttrs(ctx, slog.LevelInfo, "trace export recovered")
+		}
+		return nil
+	}
+	e.last.Store(&err)
+	if e.failing.CompareAndSwap(false, true) {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "trace export failing",
+			slog.String("err", err.Error()), slog.Int("spans", len(spans)))
+	}
+	return nil
+}
+
+var _ sdktrace.SpanExporter = (*exporter)(nil)
