@@ -132,7 +132,15 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	} else {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h).With(slog.String("component", "queue"))
+	attrs := []any{slog.String("component", "queue")}
+	for _, kv := range [...][2]string{{"namespace", cfg.Labels.Namespace}, {"service", cfg.Labels.Service},
+		{"configuration", cfg.Labels.Configuration}, {"revision", cfg.Labels.Revision}, {"pod", cfg.Labels.Pod},
+		{"pod_ip", cfg.PodIP}} {
+		if kv[1] != "" {
+			attrs = append(attrs, slog.String(kv[0], kv[1]))
+		}
+	}
+	return slog.New(h).With(attrs...)
 }
 
 // logStart writes the first line: version, commit and the effective

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// TestKnativeDropIn starts queue with only the environment Knative's
+// reconciler gives its queue-proxy: no flags, so on Knative's fixed ports
+// (8012, 8112, 8022, 9090, 9091). To keep those from colliding with
+// anything else on the machine, the test runs itself again inside a private
+// network namespace that has only loopback.
+func TestKnativeDropIn(t *testing.T) {
+	if os.Getenv("QUEUE_TEST_IN_NETNS") != "1" {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to make a private network namespace: Knative's ports are fixed numbers")
+		}
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			t.Skip("needs unshare (util-linux) for a private network namespace")
+		}
+		cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+			os.Args[0], "-test.run", "^TestKnativeDropIn$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "QUEUE_TEST_IN_NETNS=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestKnativeDropIn") {
+			t.Fatalf("inside the network namespace: %v\n%s", err, out)
+		}
+		t.Logf("inside the network namespace:\n%s", out)
+		return
+	}
+	if c, err := net.Dial("tcp", "1.1.1.1:53"); err == nil {
+		c.Close()
+		t.Fatal("the namespace reaches outside: refusing to bind fixed ports here")
+	}
+
+	t.Run("http1", func(t *testing.T) {
+		var mu sync.Mutex
+		var probeHeaders http.Header
+		up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" {
+				mu.Lock()
+				probeHeaders = r.Header.Clone()
+				mu.Unlock()
+				return
+			}
+			echo(w, r)
+		})}
+		ln, err := net.Listen("tcp", "127.0.0.1:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go up.Serve(ln)
+		defer up.Close()
+		certDir := t.TempDir()
+		pool := writeCert(t, certDir, "knative")
+		env := map[string]string{
+			"USER_PORT": "8080", "QUEUE_SERVING_PORT": "8012", "QUEUE_SERVING_TLS_PORT": "8112",
+			"CONTAINER_CONCURRENCY": "0", "REVISION_TIMEOUT_SECONDS": "0",
+			"SERVING_READINESS_PROBE": `{"httpGet":{"path":"/healthz","port":8080,"host":"127.0.0.1",` +
+				`"httpHeaders":[{"name":"K-Kubelet-Probe","value":"queue"},{"name":"X-Probe","value":"yes"}]},"successThreshold":1}`,
+			"SERVING_NAMESPACE": "ns", "SERVING_SERVICE": "svc", "SERVING_CONFIGURATION": "cfg",
+			"SERVING_REVISION": "svc-00001", "SERVING_POD": "svc-00001-pod", "SERVING_POD_IP": "127.0.0.1",
+			"SERVING_LOGGING_LEVEL": "info", "QUEUE_KNATIVE_CERT_DIR": certDir,
+		}
+		stop := serveEnv(t, env)
+		defer stop()
+		waitHTTP(t, "http://127.0.0.1:8022/ready", 200)
+
+		// Proxying, with Knative's headers handled.
+		res, body := get(t, http.DefaultClient, "http://127.0.0.1:8012/hello", map[string]string{
+			"K-Original-Host": "svc.ns.example.com", "Knative-Serving-Revision": "x"})
+		if res.StatusCode != 200 || !strings.Contains(body, `"host": "svc.ns.example.com"`) || strings.Contains(body, "Knative-Serving-Revision") {
+			t.Errorf("proxied: %d %s", res.StatusCode, body)
+		}
+		// Both probe kinds, answered by queue.
+		for _, h := range []map[string]string{{"K-Network-Probe": "queue"}, {"User-Agent": "kube-probe/1.31"}} {
+			if res, body := get(t, http.DefaultClient, "http://127.0.0.1:8012/", h); res.StatusCode != 200 || body != "queue" {
+				t.Errorf("probe %v: %d %q", h, res.StatusCode, body)
+			}
+		}
+		// The HTTP readiness probe reached the given path with the given headers.
+		mu.Lock()
+		ph := probeHeaders
+		mu.Unlock()
+		if ph.Get("X-Probe") != "yes" || ph.Get("K-Kubelet-Probe") != "queue" || !strings.HasPrefix(ph.Get("User-Agent"), "kube-probe/") {
+			t.Errorf("readiness probe headers %v", ph)
+		}
+		// TLS from the certificate directory.
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		if res, _ := get(t, &http.Client{Transport: tr}, "https://127.0.0.1:8112/", nil); res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
+			t.Errorf("TLS: %d %s", res.StatusCode, res.Proto)
+		}
+		// The autoscaler's endpoint and the labels.
+		res, body = get(t, http.DefaultClient, "http://127.0.0.1:9090/metrics", nil)
+		if res.Header.Get("Content-Type") != "application/protobuf" || !strings.Contains(body, "svc-00001-pod") {
+			t.Errorf("stats: %s %q", res.Header.Get("Content-Type"), body)
+		}
+		var pod string
+		b := []byte(body)
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			b = b[n:]
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if num == 1 {
+				v, _ := protowire.ConsumeString(b)
+				pod = v
+			}
+			b = b[n:]
+		}
+		if pod != "svc-00001-pod" {
+			t.Errorf("pod_name = %q", pod)
+		}
+		_, body = get(t, http.DefaultClient, "http://127.0.0.1:9091/metrics", nil)
+		if !strings.Contains(body, `queue_active_requests{namespace="ns",service="svc",configuration="cfg",revision="svc-00001",pod="svc-00001-pod"}`) {
+			t.Errorf("metrics lack the revision labels:\n%s", body)
+		}
+	})
+
+	t.Run("8013 means h2c", func(t *testing.T) {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true) // this upstream speaks nothing else
+		up := &http.Server{Handler: http.HandlerFunc(echo), Protocols: &p}
+		ln, err := net.Listen("tcp", "127.0.0.1:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go up.Serve(ln)
+		defer up.Close()
+		stop := serveEnv(t, map[string]string{"USER_PORT": "8080", "QUEUE_SERVING_PORT": "8013"})
+		defer stop()
+		waitHTTP(t, "http://127.0.0.1:8022/ready", 200)
+		res, body := get(t, http.DefaultClient, "http://127.0.0.1:8013/", nil)
+		if res.StatusCode != 200 || !strings.Contains(body, `"proto": "HTTP/2.0"`) {
+			t.Errorf("through 8013: %d %s", res.StatusCode, body)
+		}
+	})
+}
+
+// serveEnv runs queue in this process with only env, no flags; the
+// returned func drains it and waits.
+func serveEnv(t *testing.T, env map[string]string) func() {
+	t.Helper()
+	cfg, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, newLogger(cfg, io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.serve(ctx) }()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("queue did not stop")
+		}
+	}
+}
