@@ -157,7 +157,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) deadline(r *http.Request) time.Time {
 	var d time.Time
 	if p.timeout > 0 {
-		d = time.Now().Add(p.timeout)
+		// Rounded up to a 16th of the timeout (at most 1 s), so that
+		// consecutive requests on an upstream connection share a deadline
+		// and skip the timer update (h1Conn.setDeadline). A request may so
+		// run up to 1/16 longer than --timeout.
+		g := min(max(p.timeout/16, time.Millisecond), time.Second)
+		d = time.Now().Add(p.timeout + g).Truncate(g)
 	}
 	if cd, ok := r.Context().Deadline(); ok && (d.IsZero() || cd.Before(d)) {
 		d = cd
