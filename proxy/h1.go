@@ -325,7 +325,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			rc.SetReadDeadline(time.Time{})
 		}
 		if err != nil {
-			return fmt.Errorf("%w: read body: %w", errClientGone, err)
+			return bodyError(err)
 		}
 	}
 	stream := hasBody && body == nil
@@ -359,7 +359,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case werr != nil && errors.Is(werr, errClientGone):
+			case werr != nil && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest)):
 				return werr
 			case attempt == 0 && c.reused && !stream && isStale(err):
 				// The upstream closed an idle connection as we reused it:
@@ -402,6 +402,18 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		}
 		return nil
 	}
+}
+
+// bodyError classifies a failure to read the client's body: the client went
+// away (its connection closed, reset or timed out: 499, nothing written) or
+// sent a malformed body (bad chunk framing: 400).
+func bodyError(err error) error {
+	var ne net.Error
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &ne) {
+		return fmt.Errorf("%w: read body: %w", errClientGone, err)
+	}
+	return fmt.Errorf("%w: read body: %w", errBadRequest, err)
 }
 
 // isStale reports an error that a reused connection gives when the upstream
@@ -486,7 +498,11 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 		if i == max1xx {
 			return rh, fmt.Errorf("%w: too many 1xx responses", errBadResponse)
 		}
+		conn := h[headers.Connection] // queue's own "close", if any
 		clear(h)
+		if conn != nil {
+			h[headers.Connection] = conn
+		}
 	}
 }
 
@@ -871,7 +887,7 @@ func (c *h1Conn) writeBody(r *http.Request) error {
 		}
 		if rerr != nil {
 			c.nc.SetDeadline(aLongTimeAgo) // wake the response reader
-			return fmt.Errorf("%w: read body: %w", errClientGone, rerr)
+			return bodyError(rerr)
 		}
 	}
 	if !chunked {

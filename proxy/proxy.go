@@ -137,6 +137,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	peer := peerAddr(r.RemoteAddr)
 	hop := headers.Hop{Peer: peer, TLS: r.TLS != nil, Trusted: p.trust.Contains(peer)}
 	o := headers.NewOutbound(r.Header, r.Host, hop)
+	// net/http accepts a request with both Content-Length and chunked
+	// Transfer-Encoding, drops the Content-Length and keeps the connection
+	// open, so bytes after the chunked body would be read as a second
+	// request (RFC 9112 section 6.3 says to close). It leaves no trace of the
+	// Content-Length for a handler to see, so every HTTP/1.x request with a
+	// Transfer-Encoding closes its connection after the response: chunked
+	// uploads over HTTP/1.1 are rare, and what follows one is never parsed.
+	closeAfter := r.ProtoMajor == 1 && len(r.TransferEncoding) > 0
+	if closeAfter {
+		w.Header()[headers.Connection] = connClose
+	}
 	var err error
 	if p.h1 != nil {
 		err = p.serveH1(w, r, &o)
@@ -213,10 +224,15 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // WriteError writes a complete error response: status code and its text as
-// a plain-text body. Headers already set on w are dropped.
+// a plain-text body. Headers already set on w are dropped, but for a
+// "Connection: close" that was decided before.
 func WriteError(w http.ResponseWriter, code int) {
 	h := w.Header()
+	closing := len(h[headers.Connection]) > 0
 	clear(h)
+	if closing {
+		h[headers.Connection] = connClose
+	}
 	text := http.StatusText(code)
 	h["Content-Type"] = textPlain
 	h[headers.ContentLength] = []string{strconv.Itoa(len(text))}

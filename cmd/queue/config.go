@@ -59,6 +59,9 @@ type Config struct {
 	// Getenv is the environment the configuration was read from; tracing
 	// reads OpenTelemetry's variables through it.
 	Getenv func(string) string
+	// ReadHeaderTimeout bounds reading a request head (slowloris). It is
+	// not a flag; 0 means readHeaderTimeout. Tests shorten it.
+	ReadHeaderTimeout time.Duration
 }
 
 // ConfigError is a configuration mistake: queue exits 2 with its message.

@@ -83,6 +83,14 @@ func startQueue(t *testing.T, upstream string, args ...string) *testQueue {
 // startQueueEnv is startQueue with an environment for the configuration.
 func startQueueEnv(t *testing.T, env map[string]string, upstream string, args ...string) *testQueue {
 	t.Helper()
+	return startQueueWith(t, env, nil, upstream, args...)
+}
+
+// startQueueWith is startQueue with an environment and a function that may
+// change the parsed Config (settings that are not flags, such as
+// ReadHeaderTimeout) before queue starts.
+func startQueueWith(t *testing.T, env map[string]string, mutate func(*Config), upstream string, args ...string) *testQueue {
+	t.Helper()
 	base := []string{
 		"--upstream", upstream,
 		"--listen", "127.0.0.1:0",
@@ -96,6 +104,9 @@ func startQueueEnv(t *testing.T, env map[string]string, upstream string, args ..
 	cfg, err := parseConfig(append(base, args...), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("parseConfig: %v", err)
+	}
+	if mutate != nil {
+		mutate(&cfg)
 	}
 	logs := &syncBuffer{}
 	logger := newLogger(Config{LogFormat: "json", LogLevel: "debug"}, logs)

@@ -148,12 +148,17 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 	handler := chain(p, mw...)
 	errLog := serverLog(logger)
-	a.plain = ingressServer(handler, false, errLog)
+	headerTimeout := cfg.ReadHeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = readHeaderTimeout
+	}
+	a.plain = ingressServer(handler, false, errLog, headerTimeout)
 	a.upgrade = &proxy.H2CUpgrade{
 		Next: handler,
 		H2: &http2.Server{
 			MaxConcurrentStreams: maxConcurrentStreams,
 			IdleTimeout:          idleTimeout,
+			MaxReadFrameSize:     16 << 10,
 		},
 		Base: a.plain,
 	}
@@ -163,7 +168,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	if a.certs != nil {
-		a.tls = ingressServer(handler, true, errLog)
+		a.tls = ingressServer(handler, true, errLog, headerTimeout)
 		a.tls.TLSConfig = a.certs.TLSConfig(cfg.TLSMinVersion)
 	}
 	mux := http.NewServeMux()
@@ -246,7 +251,7 @@ func chain(final http.Handler, mw ...func(http.Handler) http.Handler) http.Handl
 	return h
 }
 
-func ingressServer(h http.Handler, tls bool, errLog *log.Logger) *http.Server {
+func ingressServer(h http.Handler, tls bool, errLog *log.Logger, headerTimeout time.Duration) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if tls {
@@ -257,10 +262,16 @@ func ingressServer(h http.Handler, tls bool, errLog *log.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		Protocols:         &p,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams},
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: maxConcurrentStreams,
+			// The protocol's default frame size (RFC 9113 section 4.2): a
+			// larger frame is a FRAME_SIZE_ERROR (h2spec 4.2/3) and no peer
+			// can make queue buffer a 1 MiB frame (net/http's default).
+			MaxReadFrameSize: 16 << 10,
+		},
 		ErrorLog:          errLog,
 	}
 }
