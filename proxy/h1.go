@@ -829,9 +829,14 @@ func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.
 	go func() {
 		if !deadline.IsZero() {
 			bw.rc.SetReadDeadline(deadline) // a slow upload is cut at --timeout
-			defer bw.rc.SetReadDeadline(time.Time{})
 		}
-		bw.done <- c.writeBody(r)
+		err := c.writeBody(r)
+		if !deadline.IsZero() {
+			// Before done: once the handler has returned, w is no longer
+			// ours to touch (the stats wrapper is pooled).
+			bw.rc.SetReadDeadline(time.Time{})
+		}
+		bw.done <- err
 	}()
 	return bw
 }

@@ -2,7 +2,8 @@
 // (CONTRACT section 3, "Trace context"): for every proxied request it starts
 // an OpenTelemetry server span as a child of the incoming trace context,
 // rewrites the request's trace headers so that the upstream sees that span as
-// its parent, and exports finished spans over OTLP/HTTP (protobuf or JSON).
+// its parent, and exports finished spans over OTLP/HTTP with protobuf
+// bodies.
 //
 // Configuration follows OpenTelemetry's own environment variables, read
 // through Config.Getenv rather than the process environment, so that
@@ -14,17 +15,26 @@
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is): with either set, or
 //     with OTEL_TRACES_EXPORTER=otlp, tracing is on. With none of them set,
 //     tracing is off: "no endpoint, no export" (CONTRACT section 1).
-//   - OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION, _PROTOCOL
-//     (http/protobuf, the default, or http/json; grpc is refused).
+//   - OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION (gzip or
+//     none), _PROTOCOL: only http/protobuf, the default, is supported;
+//     http/json and grpc are refused with an error that names the variable.
+//   - OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE, _CLIENT_CERTIFICATE and
+//     _CLIENT_KEY: PEM files for an https collector.
 //   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG; without them,
 //     parentbased_traceidratio with Config.SampleRate.
 //   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi, none.
 //   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
 //
-// The OpenTelemetry exporter still reads a few variables from the process
-// environment by itself (OTEL_EXPORTER_OTLP_CERTIFICATE and the client
-// certificate pair; OTEL_BSP_* for batching); everything listed above is
-// passed to it explicitly and wins over the process environment.
+// The exporter is the package's own (otlp.go), not OpenTelemetry's
+// otlptracehttp: that one's generated protobuf types link gRPC and
+// grpc-gateway into queue, doubling the binary and pushing idle RSS past
+// queue's budget. It POSTs ExportTraceServiceRequest protobuf with its own
+// http.Client, which ignores HTTP_PROXY and HTTPS_PROXY: those are meant for
+// the application, and the collector is reached directly. A collector's
+// 429, 502, 503 or 504, or a failed connection, is retried within the export
+// timeout, 3 attempts at most, honouring Retry-After; any other non-2xx
+// answer fails the export. Only the SDK's batch processor still reads the
+// process environment by itself (OTEL_BSP_*).
 //
 // When tracing is off, New returns a nil *Tracer and queue does not install
 // Tracer.Handler at all, so the request path pays nothing: W3C traceparent

@@ -1,15 +1,17 @@
 package tracing
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/propagators/b3"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/net/http/httpguts"
@@ -19,23 +21,29 @@ import (
 // OpenTelemetry specification ("Environment Variable Specification" and
 // "OTLP Exporter Configuration").
 const (
-	envSDKDisabled        = "OTEL_SDK_DISABLED"
-	envTracesExporter     = "OTEL_TRACES_EXPORTER"
-	envEndpoint           = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	envTracesEndpoint     = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	envHeaders            = "OTEL_EXPORTER_OTLP_HEADERS"
-	envTracesHeaders      = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
-	envTimeout            = "OTEL_EXPORTER_OTLP_TIMEOUT"
-	envTracesTimeout      = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
-	envCompression        = "OTEL_EXPORTER_OTLP_COMPRESSION"
-	envTracesCompression  = "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"
-	envProtocol           = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	envTracesProtocol     = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	envSampler            = "OTEL_TRACES_SAMPLER"
-	envSamplerArg         = "OTEL_TRACES_SAMPLER_ARG"
-	envPropagators        = "OTEL_PROPAGATORS"
-	envServiceName        = "OTEL_SERVICE_NAME"
-	envResourceAttributes = "OTEL_RESOURCE_ATTRIBUTES"
+	envSDKDisabled             = "OTEL_SDK_DISABLED"
+	envTracesExporter          = "OTEL_TRACES_EXPORTER"
+	envEndpoint                = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	envTracesEndpoint          = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	envHeaders                 = "OTEL_EXPORTER_OTLP_HEADERS"
+	envTracesHeaders           = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+	envTimeout                 = "OTEL_EXPORTER_OTLP_TIMEOUT"
+	envTracesTimeout           = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+	envCompression             = "OTEL_EXPORTER_OTLP_COMPRESSION"
+	envTracesCompression       = "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"
+	envProtocol                = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	envTracesProtocol          = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	envCertificate             = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+	envTracesCertificate       = "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+	envClientCertificate       = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+	envTracesClientCertificate = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"
+	envClientKey               = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+	envTracesClientKey         = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"
+	envSampler                 = "OTEL_TRACES_SAMPLER"
+	envSamplerArg              = "OTEL_TRACES_SAMPLER_ARG"
+	envPropagators             = "OTEL_PROPAGATORS"
+	envServiceName             = "OTEL_SERVICE_NAME"
+	envResourceAttributes      = "OTEL_RESOURCE_ATTRIBUTES"
 )
 
 // defaultEndpoint is the OTLP/HTTP receiver the specification names when
@@ -74,18 +82,27 @@ func exporterWanted(getenv func(string) string) (bool, error) {
 	return endpoint != "", nil
 }
 
-// exporterOptions turns the OTLP variables into explicit exporter options,
-// so that getenv, not the process environment, decides (the exporter applies
-// explicit options after its own reading of os.Getenv). It also returns the
-// traces URL, for the startup log line.
-func exporterOptions(getenv func(string) string) ([]otlptracehttp.Option, string, error) {
+// exporterConfig turns the OTLP variables into the exporter's
+// configuration; getenv, not the process environment, decides. It also
+// returns the traces URL, without credentials, for the startup log line.
+func exporterConfig(getenv func(string) string) (otlpConfig, string, error) {
+	var cfg otlpConfig
+	// Only http/protobuf is implemented (see otlp.go): http/json would need
+	// a second encoder and grpc the gRPC stack this package exists to keep
+	// out of the binary.
+	switch v, n := lookup(getenv, envTracesProtocol, envProtocol); strings.ToLower(v) {
+	case "", "http/protobuf":
+	default:
+		return cfg, "", fmt.Errorf("%s %q: only http/protobuf is supported", n, v)
+	}
+
 	endpoint, name := lookup(getenv, envTracesEndpoint, envEndpoint)
 	if endpoint == "" {
 		endpoint, name = defaultEndpoint, envTracesEndpoint
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, "", fmt.Errorf("%s %q: want an http:// or https:// URL", name, endpoint)
+		return cfg, "", fmt.Errorf("%s %q: want an http:// or https:// URL", name, endpoint)
 	}
 	if name == envEndpoint {
 		// The general endpoint is a base URL; each signal appends its
@@ -93,61 +110,86 @@ func exporterOptions(getenv func(string) string) ([]otlptracehttp.Option, string
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 		u.RawPath = ""
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(u.String())}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
+	cfg.url = u.String()
 
-	hdrs := map[string]string{}
+	cfg.headers = map[string]string{}
 	for _, n := range []string{envHeaders, envTracesHeaders} {
 		// The specific variable adds to the general one and wins per key.
 		kv, err := parseKeyValues(getenv(n))
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", n, err)
+			return cfg, "", fmt.Errorf("%s: %w", n, err)
 		}
 		for k, v := range kv {
 			if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
 				// The value may be a secret: name the key only.
-				return nil, "", fmt.Errorf("%s: header %q: want a valid HTTP header name and value", n, k)
+				return cfg, "", fmt.Errorf("%s: header %q: want a valid HTTP header name and value", n, k)
 			}
-			hdrs[k] = v
+			cfg.headers[k] = v
 		}
 	}
-	opts = append(opts, otlptracehttp.WithHeaders(hdrs))
 
-	timeout := 10 * time.Second // the specification's default
+	cfg.timeout = 10 * time.Second // the specification's default
 	if v, n := lookup(getenv, envTracesTimeout, envTimeout); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return nil, "", fmt.Errorf("%s %q: want a positive number of milliseconds", n, v)
+			return cfg, "", fmt.Errorf("%s %q: want a positive number of milliseconds", n, v)
 		}
-		timeout = time.Duration(ms) * time.Millisecond
+		cfg.timeout = time.Duration(ms) * time.Millisecond
 	}
-	opts = append(opts, otlptracehttp.WithTimeout(timeout))
 
-	compression := otlptracehttp.NoCompression
 	switch v, n := lookup(getenv, envTracesCompression, envCompression); strings.ToLower(v) {
 	case "", "none":
 	case "gzip":
-		compression = otlptracehttp.GzipCompression
+		cfg.gzip = true
 	default:
-		return nil, "", fmt.Errorf("%s %q: want gzip or none", n, v)
+		return cfg, "", fmt.Errorf("%s %q: want gzip or none", n, v)
 	}
-	opts = append(opts, otlptracehttp.WithCompression(compression))
 
-	encoding := otlptracehttp.EncodingProtobuf
-	switch v, n := lookup(getenv, envTracesProtocol, envProtocol); strings.ToLower(v) {
-	case "", "http/protobuf":
-	case "http/json":
-		encoding = otlptracehttp.EncodingJSON
-	default:
-		return nil, "", fmt.Errorf("%s %q: want http/protobuf or http/json", n, v)
+	if cfg.tls, err = tlsConfig(getenv); err != nil {
+		return cfg, "", err
 	}
-	opts = append(opts, otlptracehttp.WithEncoding(encoding))
 
 	u.User = nil // the log line must not carry credentials
 	u.RawQuery = ""
-	return opts, u.String(), nil
+	return cfg, u.String(), nil
+}
+
+// tlsConfig reads the certificate files that OTEL_EXPORTER_OTLP_[TRACES_]
+// CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY name (PEM). It returns
+// nil, the system roots and no client certificate, when none is set.
+func tlsConfig(getenv func(string) string) (*tls.Config, error) {
+	ca, caName := lookup(getenv, envTracesCertificate, envCertificate)
+	cert, certName := lookup(getenv, envTracesClientCertificate, envClientCertificate)
+	key, keyName := lookup(getenv, envTracesClientKey, envClientKey)
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caName, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s %q: no PEM certificate in the file", caName, ca)
+		}
+	}
+	switch {
+	case cert == "" && key == "":
+	case cert == "":
+		return nil, fmt.Errorf("%s is set without %s", keyName, certName)
+	case key == "":
+		return nil, fmt.Errorf("%s is set without %s", certName, keyName)
+	default:
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			// The error names files, never the key's bytes.
+			return nil, fmt.Errorf("%s, %s: %w", certName, keyName, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // newSampler builds the sampler from OTEL_TRACES_SAMPLER (specification

@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -88,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, endpoint, err := exporterOptions(getenv)
+	expCfg, endpoint, err := exporterConfig(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +95,7 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("otlp trace exporter: %w", err)
-	}
-	exp := &exporter{SpanExporter: client, log: log}
+	exp := &exporter{SpanExporter: newOTLPExporter(expCfg), log: log}
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithSampler(sampler),
 		sdktrace.WithResource(res),

@@ -21,7 +21,6 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -72,12 +71,7 @@ func newReceiver(t *testing.T, status int) *receiver {
 			return
 		}
 		var req collectortracepb.ExportTraceServiceRequest
-		if r.Header.Get("Content-Type") == "application/json" {
-			err = protojson.Unmarshal(b, &req)
-		} else {
-			err = proto.Unmarshal(b, &req)
-		}
-		if err != nil {
+		if err := proto.Unmarshal(b, &req); err != nil {
 			t.Errorf("receiver: decode %s: %v", r.Header.Get("Content-Type"), err)
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
@@ -612,11 +606,6 @@ func TestExportRequest(t *testing.T) {
 			env:         map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"},
 			wantHeaders: map[string]string{"Content-Encoding": "gzip"},
 		},
-		{
-			name:        "json",
-			env:         map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
-			wantHeaders: map[string]string{"Content-Type": "application/json"},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -781,6 +770,11 @@ func TestNewErrors(t *testing.T) {
 		{name: "headers without =", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "secret"}, want: "OTEL_EXPORTER_OTLP_HEADERS"},
 		{name: "header name invalid", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a b=c"}, want: "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
 		{name: "grpc protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: "OTEL_EXPORTER_OTLP_PROTOCOL"},
+		// Only http/protobuf is implemented: JSON is refused, not sent as
+		// protobuf to a collector that expects JSON.
+		{name: "json protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, want: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
+		{name: "certificate missing", env: map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem"}, want: "OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{name: "client key without certificate", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "/nonexistent/key.pem"}, want: "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"},
 		{name: "timeout", env: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, want: "OTEL_EXPORTER_OTLP_TIMEOUT"},
 		{name: "compression", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "zstd"}, want: "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"},
 		{name: "resource attributes", env: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "a=%zz"}, want: "OTEL_RESOURCE_ATTRIBUTES"},

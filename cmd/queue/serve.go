@@ -272,7 +272,7 @@ func ingressServer(h http.Handler, tls bool, errLog *log.Logger, headerTimeout t
 			// can make queue buffer a 1 MiB frame (net/http's default).
 			MaxReadFrameSize: 16 << 10,
 		},
-		ErrorLog:          errLog,
+		ErrorLog: errLog,
 	}
 }
 
