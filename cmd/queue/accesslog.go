@@ -57,11 +57,20 @@ func traceID(r *http.Request) string {
 	if len(v) == 0 || len(v[0]) < 55 || v[0][2] != '-' || v[0][35] != '-' {
 		return ""
 	}
+	if v[0][:2] == "ff" { // an invalid version (W3C Trace Context, section 3.2.2.1)
+		return ""
+	}
 	id := v[0][3:35]
+	zero := true
 	for i := 0; i < len(id); i++ {
-		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return ""
 		}
+		zero = zero && c == '0'
+	}
+	if zero {
+		return "" // the all-zero trace id is invalid
 	}
 	return id
 }

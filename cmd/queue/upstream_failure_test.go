@@ -1,0 +1,554 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// TestUpstreamIdleCloseRace: an upstream that closes idle keep-alive
+// connections after 300 ms, hit about every 300 ms (280 to 320 ms, so that
+// some requests land right as the upstream closes). A request that meets a
+// connection the upstream just closed is sent again on a new one: the
+// client never sees a 502. Time passing is what is tested, hence the sleeps.
+func TestUpstreamIdleCloseRace(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{modeH1, modeH2C} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				fmt.Fprintf(w, "%s %d", r.Method, len(b))
+			}))
+			up.Config.IdleTimeout = 300 * time.Millisecond
+			var accepts atomic.Int64
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					accepts.Add(1)
+				}
+			}
+			up.Start()
+			t.Cleanup(up.Close)
+			q := startQueue(t, hostPort(up), "--probe", "none")
+			c, base := q.client(t, mode)
+			const rounds = 15 // 15 * ~300ms: under 5 s
+			for i := range rounds {
+				if i > 0 {
+					time.Sleep(time.Duration(280+10*(i%5)) * time.Millisecond) // around the upstream's idle timeout
+				}
+				for _, tt := range []struct {
+					method string
+					body   string
+				}{{http.MethodGet, ""}, {http.MethodPost, ""}, {http.MethodPost, strings.Repeat("p", 3000)}} {
+					var body io.Reader
+					if tt.body != "" {
+						body = strings.NewReader(tt.body)
+					}
+					req, _ := http.NewRequest(tt.method, base+"/", body)
+					res, err := c.Do(req)
+					if err != nil {
+						t.Errorf("round %d %s: %v", i, tt.method, err)
+						continue
+					}
+					b, err := io.ReadAll(res.Body)
+					res.Body.Close()
+					if want := fmt.Sprintf("%s %d", tt.method, len(tt.body)); err != nil || res.StatusCode != 200 || string(b) != want {
+						t.Errorf("round %d %s: got %d %q %v, want 200 %q", i, tt.method, res.StatusCode, b, err, want)
+					}
+				}
+			}
+			if n := accepts.Load(); n <= 1 {
+				t.Errorf("upstream accepted %d connections: its idle timeout never closed one under queue", n)
+			}
+		})
+	}
+}
+
+// TestUpstreamDiesMidResponse: the upstream sends a head and 100 bytes,
+// then dies (an HTTP/1.1 upstream closes its connection; an h2c upstream
+// resets the stream). The client gets the start of the response and then
+// an error: never a clean end of a body that was cut.
+func TestUpstreamDiesMidResponse(t *testing.T) {
+	t.Parallel()
+	handler := func(h2c bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("framing") == "length" {
+				w.Header().Set("Content-Length", "1000")
+			}
+			io.WriteString(w, strings.Repeat("a", 100))
+			w.(http.Flusher).Flush()
+			if h2c {
+				panic(http.ErrAbortHandler) // resets the stream
+			}
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			conn.Close()
+		}
+	}
+	qs := map[string]*testQueue{
+		"http1": startQueue(t, hostPort(h1Upstream(t, handler(false)))),
+		"h2c":   startQueue(t, hostPort(h2cUpstream(t, handler(true))), "--upstream-protocol", "h2c"),
+	}
+	for _, up := range []string{"http1", "h2c"} {
+		for _, framing := range []string{"length", "chunked"} {
+			for _, mode := range []string{modeH1, modeH2C} {
+				t.Run(up+"/"+framing+"/"+mode, func(t *testing.T) {
+					t.Parallel()
+					c, base := qs[up].client(t, mode)
+					res, err := c.Get(base + "/?framing=" + framing)
+					if err != nil {
+						// The head may not have reached the client: still a cut.
+						t.Logf("request failed before a response: %v", err)
+						return
+					}
+					defer res.Body.Close()
+					b, err := io.ReadAll(res.Body)
+					if err == nil {
+						t.Fatalf("status %d, read %d body bytes and a clean end; want a read error", res.StatusCode, len(b))
+					}
+					if res.StatusCode != 200 {
+						t.Errorf("status %d, want 200 (the upstream's, then cut)", res.StatusCode)
+					}
+					if len(b) > 100 || strings.Trim(string(b), "a") != "" {
+						t.Errorf("got %d body bytes %.20q, want a prefix of the 100 the upstream sent", len(b), b)
+					}
+					switch mode {
+					case modeH1:
+						if !errors.Is(err, io.ErrUnexpectedEOF) {
+							t.Errorf("read error %v, want unexpected EOF", err)
+						}
+					case modeH2C:
+						var se http2.StreamError
+						if !errors.As(err, &se) {
+							t.Errorf("read error %v (%T), want an HTTP/2 stream error", err, err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// rawListener serves every accepted connection with serve on its own
+// goroutine until the test ends.
+func rawListener(t *testing.T, serve func(c *net.TCPConn, n int64)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := int64(0); ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serve(c.(*net.TCPConn), n)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// readRequestHead reads up to the empty line that ends a request head.
+func readRequestHead(br *bufio.Reader) error {
+	for range 1000 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if line == "\r\n" || line == "\n" {
+			return nil
+		}
+	}
+	return errors.New("head too long")
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(ents)
+}
+
+// TestLeakUpstreamFailures: an upstream that resets, one that answers
+// garbage and one that stalls (--response-start-timeout 300ms) get
+// 502/502/504 with their texts; after 200 such requests the goroutines
+// and open files return to where they were.
+//
+// Not parallel: it counts the process's goroutines and files.
+func TestLeakUpstreamFailures(t *testing.T) {
+	reset := rawListener(t, func(c *net.TCPConn, n int64) {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n%2 == 1 {
+			readRequestHead(bufio.NewReader(c)) // reset after the request, else before
+		}
+		c.SetLinger(0)
+		c.Close()
+	})
+	garbage := rawListener(t, func(c *net.TCPConn, _ int64) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if readRequestHead(bufio.NewReader(c)) == nil {
+			io.WriteString(c, "SSH-2.0-OpenSSH_9.2\r\nnot http at all\r\n\r\n")
+		}
+	})
+	stall := rawListener(t, func(c *net.TCPConn, _ int64) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(io.Discard, c) // never answers; ends when queue closes
+	})
+	tests := []struct {
+		name     string
+		q        *testQueue
+		wantCode int
+		wantBody string
+	}{
+		{"reset", startQueue(t, reset, "--probe", "none"), 502, "Bad Gateway"},
+		{"garbage", startQueue(t, garbage, "--probe", "none"), 502, "Bad Gateway"},
+		{"stall", startQueue(t, stall, "--probe", "none", "--response-start-timeout", "300ms"), 504, "Gateway Timeout"},
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	check := func(i int) error {
+		tt := tests[i%len(tests)]
+		// POST without a body: net/http's client does not retry it, so
+		// every failure of queue's shows.
+		res, err := c.Post("http://"+tt.q.addr.Listen+"/", "", nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tt.name, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != tt.wantCode || string(b) != tt.wantBody {
+			return fmt.Errorf("%s: got %d %q %v, want %d %q", tt.name, res.StatusCode, b, err, tt.wantCode, tt.wantBody)
+		}
+		return nil
+	}
+	for i := range tests { // warm up: lazily started goroutines are in the baseline
+		if err := check(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.CloseIdleConnections()
+	baseG, baseFD := runtime.NumGoroutine(), countFDs(t)
+
+	const total, workers = 200, 16
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		failures []string
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
+				if err := check(i); err != nil {
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests got the wrong answer, e.g. %s", len(failures), total, failures[0])
+	}
+	tr.CloseIdleConnections()
+
+	const slack = 10
+	var g, fd int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g, fd = runtime.NumGoroutine(), countFDs(t)
+		if g <= baseG+slack && fd <= baseFD+slack {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Errorf("after %d failing requests: %d goroutines (baseline %d), %d open files (baseline %d); want within +%d\n%s",
+				total, g, baseG, fd, baseFD, slack, buf[:runtime.Stack(buf, true)])
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process's counters, which give no signal
+	}
+	t.Logf("goroutines %d -> %d, open files %d -> %d", baseG, g, baseFD, fd)
+}
+
+// TestUpstreamRestart: the upstream goes away and comes back on the same
+// address. Readiness follows by itself, requests in the gap get a quick
+// 502, and once it is back requests are served again.
+func TestUpstreamRestart(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"http1", "h2c"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			serveOn := func(ln net.Listener, generation string) *http.Server {
+				srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					io.WriteString(w, generation)
+				})}
+				if proto == "h2c" {
+					var p http.Protocols
+					p.SetUnencryptedHTTP2(true)
+					srv.Protocols = &p
+				}
+				go srv.Serve(ln)
+				return srv
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := serveOn(ln, "first")
+			t.Cleanup(func() { srv.Close() })
+			q := startQueue(t, addr, "--upstream-protocol", proto)
+			q.waitReady(t, true)
+			c, base := q.client(t, modeH1)
+			if res, body := get(t, c, base+"/", nil); res.StatusCode != 200 || body != "first" {
+				t.Fatalf("before the restart: %d %q, want 200 first", res.StatusCode, body)
+			}
+
+			srv.Close()
+			gap := func(when string) {
+				t.Helper()
+				for i := range 3 {
+					start := time.Now()
+					res, body := get(t, c, base+"/", nil)
+					if took := time.Since(start); took > time.Second {
+						t.Errorf("%s, request %d took %v, want a quick 502", when, i, took)
+					}
+					if res.StatusCode != 502 || body != "Bad Gateway" {
+						t.Errorf("%s, request %d: %d %q, want 502 Bad Gateway", when, i, res.StatusCode, body)
+					}
+				}
+			}
+			gap("upstream gone")
+			q.waitReady(t, false)
+			if code, _ := adminGet(t, q, "/ready"); code != 503 {
+				t.Errorf("/ready with the upstream gone = %d, want 503", code)
+			}
+			gap("upstream gone, unready")
+
+			var ln2 net.Listener
+			for i := 0; ; i++ { // the port was ours a moment ago; retry briefly
+				if ln2, err = net.Listen("tcp", addr); err == nil {
+					break
+				}
+				if i == 20 {
+					t.Fatalf("listen again on %s: %v", addr, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			srv2 := serveOn(ln2, "second")
+			t.Cleanup(func() { srv2.Close() })
+			q.waitReady(t, true)
+			if res, body := get(t, c, base+"/", nil); res.StatusCode != 200 || body != "second" {
+				t.Errorf("after the restart: %d %q, want 200 second", res.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestDrainStreaming: SIGTERM under steady load with server-sent-event
+// streams and slow requests in flight when the listeners close. Every
+// request and stream completes whole (each stream gets every event), and
+// the process exits 0.
+func TestDrainStreaming(t *testing.T) {
+	t.Parallel()
+	const events = 30 // one every 50 ms: 1.5 s
+	var arrived atomic.Int64
+	arrivedCh := make(chan struct{}, 16)
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sse":
+			arrived.Add(1)
+			arrivedCh <- struct{}{}
+			w.Header().Set("Content-Type", "text/event-stream")
+			tick := time.NewTicker(50 * time.Millisecond) // the stream's own pace
+			defer tick.Stop()
+			for i := range events {
+				fmt.Fprintf(w, "data: %d\n\n", i)
+				w.(http.Flusher).Flush()
+				if i == events-1 {
+					break
+				}
+				select {
+				case <-tick.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		case "/slow":
+			arrived.Add(1)
+			arrivedCh <- struct{}{}
+			select {
+			case <-time.After(800 * time.Millisecond): // the upstream's work
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "slow done")
+		default:
+			io.WriteString(w, "ok")
+		}
+	}))
+	args, listen, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "300ms", "--drain-timeout", "10s")
+	cmd, lines := startProcess(t, args...)
+	waitHTTP(t, "http://"+admin+"/ready", 200)
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	var (
+		stop       atomic.Bool
+		sent, good atomic.Int64
+		mu         sync.Mutex
+		failures   []string
+		wg         sync.WaitGroup
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		failures = append(failures, fmt.Sprintf(format, a...))
+		mu.Unlock()
+	}
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 100000 && !stop.Load(); n++ {
+				sent.Add(1)
+				// POST without a body: net/http does not retry it, so a
+				// connection dropped under a request shows as a failure.
+				res, err := c.Post("http://"+listen+"/", "", nil)
+				if err != nil {
+					fail("short request: %v", err)
+					continue
+				}
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != 200 || string(b) != "ok" {
+					fail("short request: %d %q %v", res.StatusCode, b, err)
+					continue
+				}
+				good.Add(1)
+			}
+		}()
+	}
+	waitSent := func(n int64) {
+		deadline := time.Now().Add(10 * time.Second)
+		for sent.Load() < n {
+			if time.Now().After(deadline) {
+				stop.Store(true)
+				t.Fatalf("load stalled at %d requests", sent.Load())
+			}
+			time.Sleep(time.Millisecond) // waiting for the load to build up
+		}
+	}
+	waitSent(100)
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, lines, "signal received")
+	waitSent(sent.Load() + 100) // traffic goes on during the quiet period
+
+	var long sync.WaitGroup
+	for range 3 {
+		long.Add(2)
+		go func() {
+			defer long.Done()
+			// Its own client: one connection per stream.
+			sc := &http.Client{Transport: &http.Transport{}, Timeout: 15 * time.Second}
+			res, err := sc.Get("http://" + listen + "/sse")
+			if err != nil {
+				fail("sse: %v", err)
+				return
+			}
+			defer res.Body.Close()
+			var got []string
+			s := bufio.NewScanner(res.Body)
+			for s.Scan() {
+				if l := s.Text(); l != "" {
+					got = append(got, l)
+				}
+			}
+			if err := s.Err(); err != nil {
+				fail("sse: %d events, then %v", len(got), err)
+				return
+			}
+			if len(got) != events {
+				fail("sse: %d events, want %d: %v", len(got), events, got)
+				return
+			}
+			for i, l := range got {
+				if l != fmt.Sprintf("data: %d", i) {
+					fail("sse: event %d is %q", i, l)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer long.Done()
+			sc := &http.Client{Transport: &http.Transport{}, Timeout: 15 * time.Second}
+			res, err := sc.Post("http://"+listen+"/slow", "", nil)
+			if err != nil {
+				fail("slow: %v", err)
+				return
+			}
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || res.StatusCode != 200 || string(b) != "slow done" {
+				fail("slow: %d %q %v", res.StatusCode, b, err)
+			}
+		}()
+	}
+	timeout := time.After(10 * time.Second)
+	for range 6 { // all six reached the upstream before the load stops
+		select {
+		case <-arrivedCh:
+		case <-timeout:
+			stop.Store(true)
+			t.Fatalf("only %d of 6 long requests reached the upstream", arrived.Load())
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	long.Wait()
+	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	t.Logf("%d short requests, %d good; %d failures", sent.Load(), good.Load(), len(failures))
+	for i, f := range failures {
+		if i == 5 {
+			t.Errorf("... and %d more", len(failures)-5)
+			break
+		}
+		t.Errorf("failed: %s", f)
+	}
+}
