@@ -170,7 +170,7 @@ func isLowerHex(s string) bool {
 
 // FuzzTraceID: traceID never panics; what it returns is the 32 lowercase
 // hex digits of the traceparent's trace-id field; a well-formed version-00
-// traceparent always gives its trace id.
+// traceparent with a valid (not all-zero) trace id always gives it.
 func FuzzTraceID(f *testing.F) {
 	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
 	f.Add("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "x")
@@ -180,7 +180,8 @@ func FuzzTraceID(f *testing.F) {
 		id := traceID(r)
 		if id == "" {
 			wellFormed := len(first) == 55 && first[:3] == "00-" && first[35] == '-' && first[52] == '-' &&
-				isLowerHex(first[3:35]) && isLowerHex(first[36:52]) && isLowerHex(first[53:])
+				isLowerHex(first[3:35]) && isLowerHex(first[36:52]) && isLowerHex(first[53:]) &&
+				first[3:35] != strings.Repeat("0", 32) // the all-zero trace id is invalid (W3C)
 			if wellFormed {
 				t.Errorf("traceID of well-formed %q is empty", first)
 			}
