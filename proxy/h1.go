@@ -321,11 +321,13 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			rc.SetReadDeadline(deadline) // a client that sends its body slowly is cut at --timeout
 		}
 		_, err := io.ReadFull(r.Body, body)
+		if err != nil {
+			// The deadline stays: net/http must not wait for the rest of
+			// a body that did not come in time before it closes.
+			return bodyError(err)
+		}
 		if !deadline.IsZero() {
 			rc.SetReadDeadline(time.Time{})
-		}
-		if err != nil {
-			return bodyError(err)
 		}
 	}
 	stream := hasBody && body == nil
@@ -359,7 +361,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case werr != nil && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest)):
+			case werr != nil && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
 				return werr
 			case attempt == 0 && c.reused && !stream && isStale(err):
 				// The upstream closed an idle connection as we reused it:
@@ -409,12 +411,27 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 // sent a malformed body (bad chunk framing: 400).
 func bodyError(err error) error {
 	var ne net.Error
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &ne) {
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		// --timeout passed while the client was still sending: a timeout
+		// (504 before any response byte, StatusFor), and the connection
+		// closes.
+		return fmt.Errorf("%w: read body: %w", errBodyTimeout, err)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &ne):
 		return fmt.Errorf("%w: read body: %w", errClientGone, err)
 	}
 	return fmt.Errorf("%w: read body: %w", errBadRequest, err)
 }
+
+// errBodyTimeout marks a request body that did not arrive within --timeout.
+var errBodyTimeout = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "request body timed out" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
 
 // isStale reports an error that a reused connection gives when the upstream
 // closed it while idle: nothing read, and EOF, a reset or a broken pipe.
@@ -831,7 +848,7 @@ func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.
 			bw.rc.SetReadDeadline(deadline) // a slow upload is cut at --timeout
 		}
 		err := c.writeBody(r)
-		if !deadline.IsZero() {
+		if !deadline.IsZero() && err == nil {
 			// Before done: once the handler has returned, w is no longer
 			// ours to touch (the stats wrapper is pooled).
 			bw.rc.SetReadDeadline(time.Time{})
@@ -856,8 +873,11 @@ func (bw *bodyWriter) stop(c *h1Conn) error {
 	default:
 		bw.rc.SetReadDeadline(aLongTimeAgo)
 		c.nc.SetDeadline(aLongTimeAgo)
-		<-bw.done
-		bw.err = errors.New("request body not sent whole")
+		// The writer's own error, when it has one, says why (a malformed
+		// body, a timeout); it may have woken the reader itself.
+		if bw.err = <-bw.done; bw.err == nil {
+			bw.err = errors.New("request body not sent whole")
+		}
 	}
 	bw.over = true
 	return bw.err

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -144,7 +145,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Content-Length for a handler to see, so every HTTP/1.x request with a
 	// Transfer-Encoding closes its connection after the response: chunked
 	// uploads over HTTP/1.1 are rare, and what follows one is never parsed.
-	closeAfter := r.ProtoMajor == 1 && len(r.TransferEncoding) > 0
+	// net/http ignores (and deletes) Transfer-Encoding on HTTP/1.0, so a
+	// keep-alive HTTP/1.0 request with a body closes too (RFC 9112 section
+	// 6.1: Transfer-Encoding in HTTP/1.0 is faulty framing).
+	closeAfter := r.ProtoMajor == 1 && (len(r.TransferEncoding) > 0 || r.ProtoMinor == 0 && r.ContentLength != 0)
 	if closeAfter {
 		w.Header()[headers.Connection] = connClose
 	}
@@ -213,7 +217,14 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 			p.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away",
 				slog.String("remote_addr", r.RemoteAddr), slog.Any("err", err))
 		}
-		return
+		// Nothing is written: the connection is cut (HTTP/1.1 close,
+		// HTTP/2 reset). Returning instead would let net/http send an empty
+		// 200 to a client that is in fact still there.
+		abort()
+	case errors.Is(err, errBodyTimeout):
+		// The rest of the body may still come: the connection cannot be
+		// read for another request.
+		w.Header()[headers.Connection] = connClose
 	case code >= 500 && code != http.StatusServiceUnavailable:
 		if p.failing.CompareAndSwap(false, true) {
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream failing",

@@ -1,0 +1,1043 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Robustness against hostile clients: request smuggling, slow clients and
+// floods. Malformed input goes over raw TCP; the upstream records every
+// request it sees, so that a smuggled request cannot go unnoticed.
+
+// hostileSmuggled is pipelined behind an ambiguous request: if the upstream
+// ever sees its path, queue parsed the connection differently from the
+// client's framing.
+const hostileSmuggled = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+
+// hostileSeen is one request as the upstream saw it.
+type hostileSeen struct {
+	method, target, proto string
+	header                http.Header
+	bodyLen               int64
+	bodyErr               error
+	done                  bool // the handler has read the body
+}
+
+// hostileRecorder is an upstream handler that records every request (on
+// arrival, before its body is read) and answers "ok".
+type hostileRecorder struct {
+	mu   sync.Mutex
+	reqs []hostileSeen
+	n    atomic.Int64
+}
+
+func (rec *hostileRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.n.Add(1)
+	rec.mu.Lock()
+	i := len(rec.reqs)
+	rec.reqs = append(rec.reqs, hostileSeen{method: r.Method, target: r.RequestURI, proto: r.Proto, header: r.Header.Clone()})
+	rec.mu.Unlock()
+	n, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	rec.mu.Lock()
+	rec.reqs[i].bodyLen, rec.reqs[i].bodyErr, rec.reqs[i].done = n, err, true
+	rec.mu.Unlock()
+	io.WriteString(w, "ok")
+}
+
+func (rec *hostileRecorder) seen() []hostileSeen {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]hostileSeen(nil), rec.reqs...)
+}
+
+// hostileExchange writes raw on a fresh connection to addr and reads until
+// the server closes the connection or wait passes. closed reports an EOF or
+// a reset, as opposed to the deadline.
+func hostileExchange(t *testing.T, addr, raw string, wait time.Duration) (out []byte, closed bool) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(wait))
+	// The server may refuse before it has read all of raw; a failed write
+	// is not the test's concern, what the server answered is.
+	c.Write([]byte(raw))
+	out, err = io.ReadAll(c)
+	return out, !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// hostileReply is the first HTTP/1.1 response in a byte stream and what
+// came after it.
+type hostileReply struct {
+	status int // 0: no parsable response
+	proto  string
+	header http.Header
+	body   string
+	extra  int // bytes after the first response: a second response, or junk
+}
+
+func hostileParse(b []byte) hostileReply {
+	r := bytes.NewReader(b)
+	br := bufio.NewReader(r)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return hostileReply{extra: len(b)}
+	}
+	body, _ := io.ReadAll(res.Body)
+	return hostileReply{status: res.StatusCode, proto: res.Proto, header: res.Header, body: string(body), extra: br.Buffered() + r.Len()}
+}
+
+func hostileIsTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// TestSmuggling sends ambiguous or malformed HTTP/1.x requests, most with a
+// second request pipelined behind them, and checks that queue either
+// refuses (4xx/5xx) or closes the connection right after its one response,
+// and that the upstream never sees the pipelined request.
+func TestSmuggling(t *testing.T) {
+	t.Parallel()
+	const post = "POST / HTTP/1.1\r\nHost: a\r\n"
+	const chunkedHead = post + "Transfer-Encoding: chunked\r\n\r\n"
+	// teCL is a request with both framings: net/http takes the chunked
+	// body; queue must then close the connection (proxy.go's guard).
+	teCL := func(te string) string {
+		return post + "Content-Length: 4\r\nTransfer-Encoding: " + te + "\r\n\r\n0\r\n\r\n"
+	}
+	withHeader := func(line string) string {
+		return "GET / HTTP/1.1\r\nHost: a\r\n" + line + "\r\n\r\n"
+	}
+	noUpgradeHeaders := func(t *testing.T, seen []hostileSeen) {
+		if len(seen) != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", len(seen))
+		}
+		for _, k := range []string{"Upgrade", "Http2-Settings"} {
+			if v, ok := seen[0].header[k]; ok {
+				t.Errorf("upstream saw %s: %q (h2c smuggling)", k, v)
+			}
+		}
+		for _, v := range seen[0].header["Connection"] {
+			if strings.Contains(strings.ToLower(v), "upgrade") || strings.Contains(strings.ToLower(v), "http2-settings") {
+				t.Errorf("upstream saw Connection: %q", v)
+			}
+		}
+		if got, want := seen[0].proto, "HTTP/1.1"; got != want {
+			t.Errorf("upstream proto = %q, want %q", got, want)
+		}
+	}
+	emptyBody := func(t *testing.T, seen []hostileSeen) {
+		if len(seen) != 1 {
+			t.Fatalf("upstream saw %d requests, want 1", len(seen))
+		}
+		if seen[0].bodyLen != 0 {
+			t.Errorf("upstream body = %d bytes, want 0 (the chunked body is empty)", seen[0].bodyLen)
+		}
+	}
+	cases := []struct {
+		name     string
+		raw      string
+		pipeline bool // send hostileSmuggled right behind raw
+		// want is the status wanted; 0: any 4xx/5xx, or a lower status
+		// after which the connection closes.
+		want  int
+		check func(t *testing.T, seen []hostileSeen)
+	}{
+		// Content-Length together with Transfer-Encoding.
+		{name: "CL shorter than the chunked body", raw: teCL("chunked"), pipeline: true, want: 200, check: emptyBody},
+		{name: "CL covering the pipelined request", raw: post + "Content-Length: " + strconv.Itoa(5+len(hostileSmuggled)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", pipeline: true, want: 200, check: emptyBody},
+		{name: "TE before CL", raw: post + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n", pipeline: true, want: 200, check: emptyBody},
+		{name: "TE Chunked in another case", raw: teCL("Chunked"), pipeline: true},
+		{name: "TE chunked with trailing space", raw: teCL("chunked "), pipeline: true},
+		{name: "TE chunked after a tab", raw: post + "Content-Length: 4\r\nTransfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n", pipeline: true},
+		{name: "TE chunked with trailing tab", raw: teCL("chunked\t"), pipeline: true},
+		{name: "TE chunked with vertical tab", raw: teCL("chunked\x0b"), pipeline: true, want: 400},
+		{name: "TE form feed before chunked", raw: teCL("\x0cchunked"), pipeline: true, want: 400},
+		{name: "TE chunked obs-folded onto its own line", raw: post + "Content-Length: 4\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n", pipeline: true},
+		{name: "TE space before colon", raw: post + "Content-Length: 4\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "TE tab before colon", raw: post + "Content-Length: 4\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "TE chunked twice", raw: post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", pipeline: true},
+		{name: "TE chunked, chunked", raw: teCL("chunked, chunked"), pipeline: true},
+		{name: "TE gzip, chunked", raw: teCL("gzip, chunked"), pipeline: true},
+		{name: "TE chunked, gzip", raw: teCL("chunked, gzip"), pipeline: true},
+		{name: "TE xchunked", raw: teCL("xchunked"), pipeline: true},
+		{name: "TE chunked with a parameter", raw: teCL("chunked;q=1"), pipeline: true},
+		{name: "TE identity", raw: post + "Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc", pipeline: true},
+		// RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding
+		// has faulty framing, "even if a Content-Length is present", and the
+		// server MUST close the connection after responding. net/http
+		// ignores the Transfer-Encoding of HTTP/1.0 requests and deletes
+		// the header before the handler runs. Here a chunk carries the
+		// second request as data for whoever frames by Transfer-Encoding;
+		// Content-Length ends the body after the chunk-size line.
+		{name: "HTTP/1.0 keep-alive, CL ends inside a chunk", raw: "POST / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%02x\r\n", len(hostileSmuggled)) + hostileSmuggled + "\r\n0\r\n\r\n"},
+
+		// Content-Length alone, but ambiguous.
+		{name: "two different CLs", raw: post + "Content-Length: 3\r\nContent-Length: 5\r\n\r\nabcde", pipeline: true, want: 400},
+		{name: "CL list", raw: post + "Content-Length: 3, 5\r\n\r\nabcde", pipeline: true, want: 400},
+		{name: "CL with plus sign", raw: post + "Content-Length: +3\r\n\r\nabc", pipeline: true, want: 400},
+		{name: "CL in hex", raw: post + "Content-Length: 0x3\r\n\r\nabc", pipeline: true, want: 400},
+		{name: "CL negative", raw: post + "Content-Length: -1\r\n\r\nabc", pipeline: true, want: 400},
+
+		// Chunk framing.
+		{name: "bare LF in chunk framing", raw: chunkedHead + "3\nabc\n0\n\n", pipeline: true, want: 400},
+		{name: "CR inside a chunk-size line", raw: chunkedHead + "3\rx\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "chunk size overflow", raw: chunkedHead + "fffffffffffffffff\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "chunk size negative", raw: chunkedHead + "-1\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "chunk size with junk", raw: chunkedHead + "3x\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "chunk size with 0x", raw: chunkedHead + "0x3\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
+		{name: "chunk data longer than its size", raw: chunkedHead + "3\r\nabcdef\r\n0\r\n\r\n", pipeline: true, want: 400},
+
+		// Header lines.
+		// net/http replaces an obs-fold with a space, which RFC 9112
+		// section 5.2 allows a recipient to do; the upstream must get one
+		// line without CR or LF, and no second request.
+		{name: "obs-fold", raw: "GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n 2\r\nConnection: close\r\n\r\n", want: 200, check: func(t *testing.T, seen []hostileSeen) {
+			if len(seen) != 1 {
+				t.Fatalf("upstream saw %d requests, want 1", len(seen))
+			}
+			if got, want := seen[0].header.Get("X-A"), "1 2"; got != want {
+				t.Errorf("upstream X-A = %q, want %q", got, want)
+			}
+			for k, vv := range seen[0].header {
+				for _, v := range vv {
+					if strings.ContainsAny(v, "\r\n") {
+						t.Errorf("upstream %s = %q carries CR or LF", k, v)
+					}
+				}
+			}
+		}},
+		// A folded line that looks like Transfer-Encoding is part of the
+		// previous header's value; Content-Length frames the body.
+		{name: "obs-fold hiding Transfer-Encoding", raw: post + "Content-Length: 5\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", want: 200, check: func(t *testing.T, seen []hostileSeen) {
+			if len(seen) != 1 {
+				t.Fatalf("upstream saw %d requests, want 1", len(seen))
+			}
+			if v, ok := seen[0].header["Transfer-Encoding"]; ok {
+				t.Errorf("upstream saw Transfer-Encoding: %q", v)
+			}
+			if got, want := seen[0].header.Get("X-A"), "1 Transfer-Encoding: chunked"; got != want {
+				t.Errorf("upstream X-A = %q, want %q", got, want)
+			}
+			if got, want := seen[0].bodyLen, int64(5); got != want {
+				t.Errorf("upstream body = %d bytes, want %d", got, want)
+			}
+		}},
+		{name: "obs-fold into Host", raw: "GET / HTTP/1.1\r\nHost: a\r\n Transfer-Encoding: chunked\r\n\r\n", pipeline: true, want: 400},
+		{name: "NUL in a header value", raw: withHeader("X-A: a\x00b"), pipeline: true, want: 400},
+		{name: "SOH in a header value", raw: withHeader("X-A: a\x01b"), pipeline: true, want: 400},
+		{name: "ESC in a header value", raw: withHeader("X-A: a\x1bb"), pipeline: true, want: 400},
+		{name: "DEL in a header value", raw: withHeader("X-A: a\x7fb"), pipeline: true, want: 400},
+		{name: "bare CR in a header value", raw: withHeader("X-A: a\rb"), pipeline: true, want: 400},
+		{name: "space in a header name", raw: withHeader("X A: 1"), pipeline: true, want: 400},
+		{name: "parenthesis in a header name", raw: withHeader("X(A: 1"), pipeline: true, want: 400},
+		{name: "non-ASCII header name", raw: withHeader("X-\xc3\x84: 1"), pipeline: true, want: 400},
+		{name: "empty header name", raw: withHeader(": 1"), pipeline: true, want: 400},
+		{name: "header line without colon", raw: withHeader("X-A 1"), pipeline: true, want: 400},
+		{name: "two Host headers", raw: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", pipeline: true, want: 400},
+		{name: "no Host on HTTP/1.1", raw: "GET / HTTP/1.1\r\n\r\n", pipeline: true, want: 400},
+
+		// Request lines.
+		{name: "absolute-form target", raw: "GET http://evil/ HTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
+		{name: "CONNECT", raw: "CONNECT evil:443 HTTP/1.1\r\nHost: evil:443\r\n\r\n", pipeline: true, want: 400},
+		{name: "HTTP/0.9 simple request", raw: "GET /\r\n", pipeline: true},
+		{name: "HTTP/0.9 version", raw: "GET / HTTP/0.9\r\nHost: a\r\n\r\n", pipeline: true},
+		{name: "HTTP/2.0 in an HTTP/1 request line", raw: "GET / HTTP/2.0\r\nHost: a\r\n\r\n", pipeline: true},
+		{name: "request line with an extra field", raw: "GET / HTTP/1.1 x\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
+		{name: "request line with tabs", raw: "GET\t/\tHTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
+		{name: "garbage request line", raw: "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", pipeline: true, want: 400},
+
+		// h2c smuggling: an upgrade with a body is served over HTTP/1.1
+		// (README, Decisions), and Upgrade/HTTP2-Settings never reach the
+		// upstream. With a Content-Length, the connection may stay open.
+		{name: "Upgrade h2c with a body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: 5\r\n\r\nhello", want: 200, check: noUpgradeHeaders},
+		{name: "Upgrade h2c with a chunked body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 200, check: noUpgradeHeaders},
+	}
+	t.Logf("%d hostile request cases", len(cases))
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &hostileRecorder{}
+			up := h1Upstream(t, rec)
+			q := startQueue(t, hostPort(up))
+			raw := tt.raw
+			if tt.pipeline {
+				raw += hostileSmuggled
+			}
+			out, closed := hostileExchange(t, q.addr.Listen, raw, 2*time.Second)
+			reply := hostileParse(out)
+			seen := rec.seen()
+			if reply.status == 0 {
+				t.Fatalf("no HTTP response (closed %v): %q", closed, out)
+			}
+			if reply.extra > 0 {
+				t.Errorf("%d bytes after the first response (%d): a second response on the connection: %q",
+					reply.extra, reply.status, out)
+			}
+			if tt.want != 0 && reply.status != tt.want {
+				t.Errorf("status = %d, want %d", reply.status, tt.want)
+			}
+			if tt.pipeline && reply.status < 400 && !closed {
+				t.Errorf("status %d and the connection left open: what follows an ambiguous request must not be read", reply.status)
+			}
+			if reply.status == http.StatusSwitchingProtocols {
+				t.Errorf("101: the connection was upgraded")
+			}
+			if len(seen) > 1 {
+				t.Errorf("upstream saw %d requests, want at most 1", len(seen))
+			}
+			for _, s := range seen {
+				if strings.Contains(s.target, "smuggled") {
+					t.Errorf("upstream saw the pipelined request: %s %s", s.method, s.target)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, seen)
+			}
+			if t.Failed() {
+				t.Logf("response (closed %v): %q", closed, out)
+			}
+		})
+	}
+}
+
+// TestSlowClients: clients that send or read slowly are cut by queue's
+// limits and do not hold others up or make it buffer.
+//
+// Not parallel: "slow reader" measures the process's heap, so it runs while
+// no parallel test does.
+func TestSlowClients(t *testing.T) {
+	t.Run("slow reader", func(t *testing.T) {
+		const size = 32 << 20
+		type result struct {
+			written int
+			err     error
+			ctxErr  error
+		}
+		done := make(chan result, 1)
+		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			buf := make([]byte, 32<<10)
+			var res result
+			for res.written < size {
+				n, err := w.Write(buf)
+				res.written += n
+				if err != nil {
+					res.err = err
+					break
+				}
+			}
+			res.ctxErr = r.Context().Err()
+			done <- res
+		}))
+		q := startQueue(t, hostPort(up), "--timeout", "1s")
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapInuse
+		}
+		before := heap()
+
+		// The receive buffer is made tiny before the handshake: shrunk on
+		// a connected socket (SetReadBuffer), it would drop segments that
+		// the window advertised earlier had let in, and the sender's
+		// retransmission backoff would then stall delivery for seconds.
+		d := net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			})
+			return errors.Join(err, serr)
+		}}
+		c, err := d.Dial("tcp", q.addr.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		// Let time pass with the client reading nothing: the upstream
+		// pushes into queue as fast as queue takes it. Sample the heap
+		// while the response is stuck (before the 1 s cut).
+		var peak uint64
+		for range 3 {
+			time.Sleep(250 * time.Millisecond)
+			peak = max(peak, heap())
+		}
+		time.Sleep(time.Until(start.Add(2 * time.Second)))
+
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := io.Copy(io.Discard, c)
+		if hostileIsTimeout(err) {
+			t.Errorf("after %d bytes, the connection is still open %v after the request (--timeout 1s)", n, time.Since(start).Round(time.Millisecond))
+		}
+		if n >= size {
+			t.Errorf("read %d bytes: the whole response reached a client that read nothing for 2 s", n)
+		}
+		t.Logf("slow reader: %d bytes reached the client before the cut (%v)", n, err)
+
+		// The upstream's handler must have returned (its write failed or
+		// its context ended) within 5 s of the request.
+		var res result
+		returned := false
+		select {
+		case res = <-done:
+			returned = true
+		default:
+			timer := time.NewTimer(max(time.Until(start.Add(5*time.Second)), 0))
+			select {
+			case res = <-done:
+				returned = true
+			case <-timer.C:
+			}
+			timer.Stop()
+		}
+		switch {
+		case !returned:
+			t.Errorf("upstream handler still writing 5 s after the request: queue keeps reading a response nobody reads")
+		case res.err == nil && res.ctxErr == nil:
+			t.Errorf("upstream handler wrote all %d bytes without an error", res.written)
+		default:
+			t.Logf("upstream wrote %d bytes; write error %v, context %v", res.written, res.err, res.ctxErr)
+		}
+		if growth := int64(peak) - int64(before); growth > 8<<20 {
+			t.Errorf("heap in use grew by %d KiB while the response was stuck, want < 8 MiB", growth>>10)
+		} else {
+			t.Logf("heap in use grew by %d KiB while the response was stuck", growth>>10)
+		}
+	})
+
+	t.Run("slowloris", func(t *testing.T) {
+		t.Parallel()
+		const conns = 20
+		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+		q := startQueueWith(t, nil, func(c *Config) { c.ReadHeaderTimeout = 300 * time.Millisecond }, hostPort(up))
+
+		type slow struct {
+			c     net.Conn
+			start time.Time
+		}
+		var stalled []slow
+		for i := range conns {
+			c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 1 {
+				// Half trickle one byte of a header every 50 ms: the header
+				// timeout is for the whole head, not between bytes.
+				go func() {
+					io.WriteString(c, "X-Trickle: ")
+					for range 60 {
+						time.Sleep(50 * time.Millisecond)
+						if _, err := c.Write([]byte("a")); err != nil {
+							return
+						}
+					}
+				}()
+			}
+			stalled = append(stalled, slow{c, start})
+		}
+
+		// Meanwhile, an honest client on a fresh connection is served.
+		cl, base := q.client(t, modeH1)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("honest request while %d clients stall: %v", conns, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("honest request: status %d, want 200", res.StatusCode)
+		}
+
+		for i, s := range stalled {
+			s.c.SetReadDeadline(s.start.Add(3 * time.Second))
+			out, err := io.ReadAll(s.c)
+			took := time.Since(s.start)
+			switch {
+			case hostileIsTimeout(err):
+				t.Errorf("conn %d: still open %v after its partial head (ReadHeaderTimeout 300ms)", i, took.Round(time.Millisecond))
+			case took < 150*time.Millisecond:
+				t.Errorf("conn %d: closed after %v, before the header timeout", i, took)
+			}
+			if r := hostileParse(out); r.status != 0 && r.status < 400 {
+				t.Errorf("conn %d: status %d for a request that never finished its head", i, r.status)
+			}
+		}
+	})
+
+	t.Run("slow body", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			name string
+			cl   int
+		}{
+			{"streamed", 100000}, // over 64 KiB: streamed to the upstream
+			{"buffered", 1000},   // read whole before the upstream is asked
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				rec := &hostileRecorder{}
+				up := h1Upstream(t, rec)
+				q := startQueue(t, hostPort(up), "--timeout", "500ms")
+				start := time.Now()
+				raw := fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n0123456789", tt.cl)
+				out, closed := hostileExchange(t, q.addr.Listen, raw, 5*time.Second)
+				took := time.Since(start)
+				reply := hostileParse(out)
+				switch {
+				case reply.status != 0 && reply.status < 400:
+					t.Errorf("status %d for a body that never arrived whole (after %v)", reply.status, took.Round(time.Millisecond))
+				case !closed && reply.status == 0:
+					t.Errorf("neither closed nor answered %v after the body stalled (--timeout 500ms)", took.Round(time.Millisecond))
+				}
+				t.Logf("%s: after %v: closed %v, response %q", tt.name, took.Round(time.Millisecond), closed, out)
+				// The upstream may have the head (streamed); it must see
+				// the body end in an error, within a bound.
+				deadline := time.Now().Add(3 * time.Second)
+				for {
+					seen := rec.seen()
+					pending := false
+					for _, s := range seen {
+						if !s.done {
+							pending = true
+							continue
+						}
+						if s.bodyErr == nil && s.bodyLen == int64(tt.cl) {
+							t.Errorf("upstream received a complete request: %s %s, %d bytes", s.method, s.target, s.bodyLen)
+						}
+					}
+					if !pending {
+						if len(seen) > 0 {
+							t.Logf("%s: upstream saw the head; body %d bytes, %v", tt.name, seen[0].bodyLen, seen[0].bodyErr)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("upstream handler still reading the body 3 s after the client's connection ended")
+						break
+					}
+					time.Sleep(20 * time.Millisecond) // bounded poll of the upstream's state
+				}
+			})
+		}
+	})
+}
+
+// hostileH2 is a raw HTTP/2 client connection with prior knowledge. A read
+// loop answers SETTINGS and PING and records what the server sends.
+type hostileH2 struct {
+	c   net.Conn
+	bw  *bufio.Writer
+	fr  *http2.Framer
+	wmu sync.Mutex // guards bw, fr's writes and enc
+
+	enc    *hpack.Encoder
+	encBuf bytes.Buffer
+
+	done   chan struct{} // closed when the read loop ends
+	notify chan struct{} // a frame arrived
+	mu     sync.Mutex
+	goAway *http2.GoAwayFrame // copied: fields only
+	debug  string
+	// readErr ends the read loop.
+	readErr  error
+	statuses map[uint32]string
+	resets   int
+	// written counts bytes written so far; writtenAtGoAway is its value
+	// when a GOAWAY or the end of the connection was seen.
+	written         atomic.Int64
+	writtenAtGoAway int64
+}
+
+type hostileCountWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (cw hostileCountWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n.Add(int64(n))
+	return n, err
+}
+
+func hostileDialH2(t *testing.T, addr string) *hostileH2 {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostileH2{c: c, done: make(chan struct{}), notify: make(chan struct{}, 1), statuses: map[uint32]string{}}
+	h.bw = bufio.NewWriterSize(hostileCountWriter{c, &h.written}, 64<<10)
+	h.fr = http2.NewFramer(h.bw, c)
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.enc = hpack.NewEncoder(&h.encBuf)
+	c.SetWriteDeadline(time.Now().Add(15 * time.Second))
+	h.bw.WriteString(http2.ClientPreface)
+	if err := h.write(true, func(fr *http2.Framer) error { return fr.WriteSettings() }); err != nil {
+		t.Fatal(err)
+	}
+	go h.readLoop()
+	t.Cleanup(func() {
+		c.Close()
+		<-h.done
+	})
+	return h
+}
+
+// write runs f under the write lock, and flushes if asked.
+func (h *hostileH2) write(flush bool, f func(fr *http2.Framer) error) error {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if err := f(h.fr); err != nil {
+		return err
+	}
+	if flush {
+		return h.bw.Flush()
+	}
+	return nil
+}
+
+// block returns an HPACK header block for a GET of path; the caller holds
+// wmu (the encoder is stateful).
+func (h *hostileH2) block(path string) []byte {
+	h.encBuf.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", path}} {
+		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	return bytes.Clone(h.encBuf.Bytes())
+}
+
+func (h *hostileH2) readLoop() {
+	defer close(h.done)
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			h.mu.Lock()
+			h.readErr = err
+			if h.goAway == nil {
+				h.writtenAtGoAway = h.written.Load()
+			}
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Lock()
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				go h.write(true, func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				data := f.Data
+				go h.write(true, func(fr *http2.Framer) error { return fr.WritePing(true, data) })
+			}
+		case *http2.GoAwayFrame:
+			if h.goAway == nil {
+				h.goAway = &http2.GoAwayFrame{LastStreamID: f.LastStreamID, ErrCode: f.ErrCode}
+				h.debug = string(f.DebugData())
+				h.writtenAtGoAway = h.written.Load()
+			}
+		case *http2.MetaHeadersFrame:
+			if _, ok := h.statuses[f.StreamID]; !ok {
+				h.statuses[f.StreamID] = f.PseudoValue("status")
+			}
+		case *http2.RSTStreamFrame:
+			h.resets++
+		}
+		h.mu.Unlock()
+		select {
+		case h.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitFor waits until cond (called with mu held) is true, the read loop
+// ends, or d passes; it reports cond's last value.
+func (h *hostileH2) waitFor(d time.Duration, cond func() bool) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		ok := cond()
+		h.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-h.notify:
+		case <-h.done:
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return cond()
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// hostileHealthy checks that queue serves a fresh request in each client
+// mode, within a bound.
+func hostileHealthy(t *testing.T, q *testQueue, path string) {
+	t.Helper()
+	for _, mode := range []string{modeH1, modeH2C} {
+		c, base := q.client(t, mode)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		res, err := c.Do(req)
+		if err != nil {
+			cancel()
+			t.Errorf("%s: fresh request afterwards: %v", mode, err)
+			continue
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		cancel()
+		c.CloseIdleConnections()
+		if res.StatusCode != 200 {
+			t.Errorf("%s: fresh request afterwards: status %d, want 200", mode, res.StatusCode)
+		}
+	}
+}
+
+// TestFloods: connection, stream and header floods leave queue serving and
+// with its resources back where they were.
+//
+// Not parallel: "rapid reset" counts the process's goroutines, so it runs
+// while no parallel test does.
+func TestFloods(t *testing.T) {
+	t.Run("max connections", func(t *testing.T) {
+		t.Parallel()
+		const limit = 20
+		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+		q := startQueue(t, hostPort(up), "--max-connections", strconv.Itoa(limit))
+
+		// open dials and sends one request; it reports whether queue
+		// answered it, and keeps the connection open if it did. A refused
+		// connection is closed by queue before any byte is read.
+		open := func(wait time.Duration) (net.Conn, bool) {
+			c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(wait))
+			io.WriteString(c, "GET /held HTTP/1.1\r\nHost: a\r\n\r\n")
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				c.Close()
+				if hostileIsTimeout(err) {
+					t.Fatalf("no answer and no close within %v: %v", wait, err)
+				}
+				return nil, false
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			c.SetDeadline(time.Time{})
+			if res.StatusCode != 200 {
+				t.Fatalf("held connection: status %d", res.StatusCode)
+			}
+			return c, true
+		}
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for i := range limit {
+			c, ok := open(5 * time.Second)
+			if !ok {
+				t.Fatalf("connection %d of %d refused", i+1, limit)
+			}
+			held = append(held, c)
+		}
+
+		// One over the limit: closed at once, nothing written. Nothing is
+		// sent, so an accepted connection would hit the deadline.
+		extra, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra.SetReadDeadline(time.Now().Add(time.Second))
+		start := time.Now()
+		n, err := extra.Read(make([]byte, 512))
+		extra.Close()
+		switch {
+		case n > 0:
+			t.Errorf("connection %d: got %d response bytes, want none", limit+1, n)
+		case hostileIsTimeout(err):
+			t.Errorf("connection %d: still open after 1 s, want closed at once", limit+1)
+		case err == nil:
+			t.Errorf("connection %d: read returned no error", limit+1)
+		}
+		t.Logf("connection %d: %v after %v", limit+1, err, time.Since(start).Round(time.Microsecond))
+
+		// Close 5: 5 new connections are accepted (queue notices the
+		// closes asynchronously: bounded poll), then the limit holds again.
+		for _, c := range held[:5] {
+			c.Close()
+		}
+		held = held[5:]
+		deadline := time.Now().Add(5 * time.Second)
+		refused := 0
+		for len(held) < limit {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d connections open 5 s after closing 5 of %d (%d refused)", len(held), limit, refused)
+			}
+			if c, ok := open(2 * time.Second); ok {
+				held = append(held, c)
+				continue
+			}
+			refused++
+			time.Sleep(10 * time.Millisecond) // bounded poll of an asynchronous close
+		}
+		if _, ok := open(2 * time.Second); ok {
+			t.Errorf("connection %d accepted after re-filling to %d", limit+1, limit)
+		}
+		t.Logf("re-filled 5 slots (%d attempts refused while queue noticed the closes)", refused)
+	})
+
+	t.Run("header sizes", func(t *testing.T) {
+		t.Parallel()
+		rec := &hostileRecorder{}
+		up := h1Upstream(t, rec)
+		q := startQueue(t, hostPort(up))
+
+		var many strings.Builder
+		many.WriteString("GET /many HTTP/1.1\r\nHost: a\r\nConnection: close\r\n")
+		for i := range 1000 {
+			fmt.Fprintf(&many, "X-H-%04d: %s\r\n", i, strings.Repeat("v", 48)) // 60 bytes a line
+		}
+		many.WriteString("\r\n")
+		big := "GET /big HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\n\r\n"
+
+		for _, tt := range []struct {
+			name string
+			raw  string
+			ok   []int
+		}{
+			{"1000 headers of 60 bytes", many.String(), []int{200, 431}},
+			{"one 70 KiB header line", big, []int{431}},
+		} {
+			out, _ := hostileExchange(t, q.addr.Listen, tt.raw, 5*time.Second)
+			r := hostileParse(out)
+			found := false
+			for _, s := range tt.ok {
+				found = found || r.status == s
+			}
+			if !found {
+				t.Errorf("%s: status %d, want one of %v (response %.200q)", tt.name, r.status, tt.ok, out)
+			}
+			if strings.Contains(r.body, "vvvv") || strings.Contains(r.body, "bbbb") {
+				t.Errorf("%s: the error body echoes the request", tt.name)
+			}
+			t.Logf("%s: %d", tt.name, r.status)
+		}
+		for _, s := range rec.seen() {
+			if s.target == "/big" {
+				t.Errorf("upstream saw the request with a 70 KiB header")
+			}
+			if s.target == "/many" {
+				n := 0
+				for k := range s.header {
+					if strings.HasPrefix(k, "X-H-") {
+						n++
+					}
+				}
+				if n != 1000 {
+					t.Errorf("upstream saw %d of the 1000 headers", n)
+				}
+			}
+		}
+		hostileHealthy(t, q, "/after-headers")
+	})
+
+	// CVE-2023-44487: streams opened and reset at once, faster than
+	// handlers finish.
+	t.Run("h2 rapid reset", func(t *testing.T) {
+		const streams = 2000
+		rec := &hostileRecorder{}
+		up := h1Upstream(t, rec)
+		q := startQueue(t, hostPort(up))
+		// The baseline is taken with queue serving: after a request in
+		// each mode, with the clients' and the upstream's connections
+		// closed.
+		hostileHealthy(t, q, "/warm-up")
+		up.CloseClientConnections()
+		baseline := runtime.NumGoroutine()
+
+		h := hostileDialH2(t, q.addr.Listen)
+		start := time.Now()
+		limit := start.Add(10 * time.Second)
+		sent := 0
+		var werr error
+		for i := range streams {
+			if time.Now().After(limit) {
+				break
+			}
+			id := uint32(2*i + 1)
+			werr = h.write(i%100 == 99, func(fr *http2.Framer) error {
+				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/rr"), EndStream: true, EndHeaders: true}); err != nil {
+					return err
+				}
+				return fr.WriteRSTStream(id, http2.ErrCodeCancel)
+			})
+			if werr != nil {
+				break
+			}
+			sent++
+		}
+		if werr == nil {
+			werr = h.write(true, func(*http2.Framer) error { return nil })
+		}
+		flood := time.Since(start)
+
+		// Either the server gave up on the connection, or it still
+		// answers a well-behaved stream on it.
+		next := uint32(2*sent + 1)
+		after := h.write(true, func(fr *http2.Framer) error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: next, BlockFragment: h.block("/after"), EndStream: true, EndHeaders: true})
+		})
+		answered := h.waitFor(5*time.Second, func() bool { return h.statuses[next] != "" || h.goAway != nil })
+		h.mu.Lock()
+		goAway, debug, readErr, status, resets := h.goAway, h.debug, h.readErr, h.statuses[next], h.resets
+		responses := len(h.statuses)
+		h.mu.Unlock()
+		switch {
+		case goAway != nil:
+			t.Logf("rapid reset: GOAWAY %v (last stream %d, %q) after %d of %d HEADERS+RST pairs in %v",
+				goAway.ErrCode, goAway.LastStreamID, debug, sent, streams, flood.Round(time.Millisecond))
+		case !answered:
+			t.Errorf("rapid reset: no GOAWAY and stream %d unanswered 5 s after the flood (write %v, read %v)", next, after, readErr)
+		case status != "200":
+			t.Errorf("rapid reset: stream %d after the flood: :status %q, want 200", next, status)
+		default:
+			t.Logf("rapid reset: connection kept working: %d pairs in %v, stream %d answered 200", sent, flood.Round(time.Millisecond), next)
+		}
+		t.Logf("rapid reset: write error %v; %d response heads, %d RST_STREAM from the server; upstream saw %d of %d requests",
+			werr, responses, resets, rec.n.Load(), sent)
+		h.c.Close()
+		<-h.done
+
+		hostileHealthy(t, q, "/after-rapid-reset")
+		// Idle upstream keep-alive connections (queue pools up to 1024,
+		// each with a goroutine in the in-process upstream server) are not
+		// a leak; close them so that only leaked goroutines remain.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			up.CloseClientConnections()
+			n := runtime.NumGoroutine()
+			if n <= baseline+20 {
+				t.Logf("goroutines: %d before the flood, %d after", baseline, n)
+				break
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Errorf("goroutines: %d before the flood, still %d 5 s after it\n%s", baseline, n, buf[:runtime.Stack(buf, true)])
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // bounded poll
+		}
+	})
+
+	// CVE-2023-45288: a header block that never ends, in CONTINUATION
+	// frames.
+	t.Run("h2 continuation flood", func(t *testing.T) {
+		const total = 2 << 20
+		// literals is valid HPACK (literal fields without indexing, new
+		// names) so that only a size limit stops it; garbage is not HPACK.
+		var lit bytes.Buffer
+		for lit.Len() < 16<<10-64 {
+			name, value := "x-junk", strings.Repeat("j", 50)
+			lit.WriteByte(0x00)
+			lit.WriteByte(byte(len(name)))
+			lit.WriteString(name)
+			lit.WriteByte(byte(len(value)))
+			lit.WriteString(value)
+		}
+		garbage := bytes.Repeat([]byte{0xff, 0xfe, 0x7f, 0x3f}, 4<<10)
+		for _, tt := range []struct {
+			name string
+			frag []byte
+		}{
+			{"hpack literals", lit.Bytes()},
+			{"garbage", garbage},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				rec := &hostileRecorder{}
+				up := h1Upstream(t, rec)
+				q := startQueue(t, hostPort(up))
+				h := hostileDialH2(t, q.addr.Listen)
+				h.c.(*net.TCPConn).SetWriteBuffer(32 << 10)
+
+				werr := h.write(true, func(fr *http2.Framer) error {
+					return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("/cont"), EndStream: true, EndHeaders: false})
+				})
+				sent := 0
+				for werr == nil && sent < total {
+					werr = h.write(true, func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, tt.frag) })
+					if werr == nil {
+						sent += len(tt.frag)
+					}
+				}
+				// END_HEADERS is never sent: a server that kept reading
+				// would wait here for ever.
+				ended := h.waitFor(5*time.Second, func() bool { return h.goAway != nil || h.readErr != nil })
+				h.mu.Lock()
+				goAway, debug, readErr, at, status := h.goAway, h.debug, h.readErr, h.writtenAtGoAway, h.statuses[1]
+				h.mu.Unlock()
+				if !ended {
+					t.Errorf("%d bytes of CONTINUATION sent (write error %v): no GOAWAY and the connection open 5 s later", sent, werr)
+				}
+				if status != "" {
+					t.Errorf("stream 1 answered %s", status)
+				}
+				for _, s := range rec.seen() {
+					if s.target == "/cont" {
+						t.Errorf("upstream saw the flooded request")
+					}
+				}
+				switch {
+				case goAway != nil:
+					t.Logf("%s: GOAWAY %v (%q) with %d KiB written; %d KiB of CONTINUATION accepted by the socket; write error %v; read %v",
+						tt.name, goAway.ErrCode, debug, at>>10, sent>>10, werr, readErr)
+				default:
+					t.Logf("%s: connection ended (%v) with %d KiB written, no GOAWAY; write error %v", tt.name, readErr, at>>10, werr)
+				}
+				h.c.Close()
+				hostileHealthy(t, q, "/after-continuation")
+			})
+		}
+	})
+}
