@@ -4,9 +4,11 @@ import "sync/atomic"
 
 // conc integrates a concurrency over time without a lock. Its word packs
 //
-//	epoch  4 bits   which window the area belongs to
+//	epoch  6 bits   which window the area belongs to
 //	active 18 bits  requests in flight now (at most 262143)
-//	area   42 bits  signed, in microsecond-requests, relative to the window's start
+//	area   40 bits  signed, in microsecond-requests, relative to the window's start
+//	                (±5.5e11: 262143 requests over a window of 24 days would not fit;
+//	                one second is what Run uses)
 //
 // Within a window that started at B, with n requests active now and area
 // a = sum(end - B) - sum(begin - B) over the window's events, the integral
@@ -14,15 +16,18 @@ import "sync/atomic"
 // moves to the next epoch with base T and area 0; the active requests carry
 // over. An update computes its offset from the base of the epoch it read and
 // commits with a compare-and-swap of the whole word, so one racing with a
-// close retries against the new epoch.
+// close retries against the new epoch. The one race this cannot see is an
+// update stalled between its load and its swap for all 64 epochs (64 s with
+// one-second windows) that then finds the very same word again (ABA): its
+// request would be counted against the wrong window start.
 type conc struct {
 	x     atomic.Uint64
 	bases [epochs]atomic.Int64 // window start per epoch, microseconds
 }
 
 const (
-	epochs     = 16
-	areaBits   = 42
+	epochs     = 64
+	areaBits   = 40
 	activeBits = 18
 	activeMask = 1<<activeBits - 1
 	areaMask   = 1<<areaBits - 1

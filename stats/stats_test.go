@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,9 @@ func TestConcurrentExact(t *testing.T) {
 			area, _ := c.close(now)
 			total += area
 			closes++
+			// Yield after each close: windows still close while updates are
+			// half done, without a spinning closer outrunning any real one.
+			runtime.Gosched()
 		}
 	}
 }
