@@ -288,9 +288,12 @@ func (p *Proxy) Tunnels() int {
 
 // WaitTunnels blocks until every upgraded connection has ended or ctx is
 // done.
-func (p *Proxy) WaitTunnels(ctx context.Context) error {
+func (p *Proxy) WaitTunnels(ctx context.Context) error { return wait(ctx, &p.tunnelWG) }
+
+// wait waits for wg or ctx, whichever is first.
+func wait(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
-	go func() { p.tunnelWG.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil

@@ -41,16 +41,7 @@ type H2CUpgrade struct {
 
 // Wait blocks until every upgraded connection has ended or ctx is done.
 // net/http's Shutdown does not wait for them: they were hijacked.
-func (u *H2CUpgrade) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { u.active.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (u *H2CUpgrade) Wait(ctx context.Context) error { return wait(ctx, &u.active) }
 
 // ServeHTTP upgrades r's connection when r asks for h2c, else calls Next.
 func (u *H2CUpgrade) ServeHTTP(w http.ResponseWriter, r *http.Request) {
