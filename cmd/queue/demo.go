@@ -44,7 +44,7 @@ func startDemoUpstream() (*demoUpstream, error) {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	d := &demoUpstream{ln: ln, srv: &http.Server{Handler: http.HandlerFunc(echo), Protocols: &p, ReadHeaderTimeout: 10 * time.Second}}
+	d := &demoUpstream{ln: ln, srv: &http.Server{Handler: http.HandlerFunc(echo), Protocols: &p, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}}
 	go d.srv.Serve(ln)
 	return d, nil
 }
