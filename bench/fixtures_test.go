@@ -21,6 +21,7 @@ import (
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/proxy"
+	"github.com/queue-dev/queue/stats"
 	"golang.org/x/net/http2"
 )
 
@@ -128,15 +129,17 @@ func newQueue(b *testing.B, addr, protocol string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The default configuration of cmd/queue: --timeout 300s, and the
-	// drain layer (probe answers, arrival counting) in front.
+	// The default configuration of cmd/queue: --timeout 300s, the drain
+	// layer (probe answers, arrival counting) and the stats layer in front,
+	// no limiter, tracing off.
 	p, err := proxy.New(proxy.Config{Upstream: addr, Protocol: protocol, Trust: trust, Timeout: 300 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close() })
 	d := drain.New(drain.Config{QuietPeriod: 30 * time.Second})
-	return newServer(b, d.Handler(p))
+	st := stats.New(stats.Config{}) // stats are always on
+	return newServer(b, d.Handler(st.Handler(p)))
 }
 
 // newHTTPUtil starts the naive proxy: httputil.ReverseProxy with the
