@@ -54,6 +54,13 @@ const (
 // one port. It returns the host:port and stops the server at cleanup.
 func newServer(b *testing.B, h http.Handler) string {
 	b.Helper()
+	return newServerWith(b, func(*http.Server) http.Handler { return h })
+}
+
+// newServerWith is newServer for a handler that needs its server, as
+// queue's outermost layer (the h2c upgrade) does.
+func newServerWith(b *testing.B, handler func(*http.Server) http.Handler) string {
+	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -62,13 +69,13 @@ func newServer(b *testing.B, h http.Handler) string {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           h,
 		Protocols:         &p,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams, MaxReadFrameSize: 16 << 10},
 	}
+	srv.Handler = handler(srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -139,7 +146,12 @@ func newQueue(b *testing.B, addr, protocol string) string {
 	b.Cleanup(func() { p.Close() })
 	d := drain.New(drain.Config{QuietPeriod: 30 * time.Second})
 	st := stats.New(stats.Config{}) // stats are always on
-	return newServer(b, d.Handler(st.Handler(p)))
+	chain := d.Handler(st.Handler(p))
+	// As cmd/queue serves it: the h2c upgrade handler is the outermost
+	// layer of the serving port.
+	return newServerWith(b, func(srv *http.Server) http.Handler {
+		return &proxy.H2CUpgrade{Next: chain, H2: &http2.Server{MaxConcurrentStreams: maxConcurrentStreams}, Base: srv}
+	})
 }
 
 // newHTTPUtil starts the naive proxy: httputil.ReverseProxy with the
