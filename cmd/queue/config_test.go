@@ -16,14 +16,31 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// configCase is a configuration to parse and what must hold of the result.
+type configCase struct {
+	name  string
+	args  []string
+	env   map[string]string
+	check func(t *testing.T, c Config)
+}
+
+func runConfigCases(t *testing.T, tests []configCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseConfig(tt.args, env(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name  string
-		args  []string
-		env   map[string]string
-		check func(t *testing.T, c Config)
-	}{{
+	tests := []configCase{{
 		name: "defaults",
 		args: []string{"--upstream", ":8080"},
 		check: func(t *testing.T, c Config) {
@@ -71,16 +88,7 @@ func TestParseConfig(t *testing.T) {
 			}
 		},
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := parseConfig(tt.args, env(tt.env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, c)
-		})
-	}
+	runConfigCases(t, tests)
 }
 
 // TestConfigErrors runs the real command: bad configuration exits 2 with

@@ -18,12 +18,7 @@ func TestKnativeEnv(t *testing.T) {
 	t.Parallel()
 	certDir := t.TempDir()
 	writeCert(t, certDir, "knative")
-	tests := []struct {
-		name  string
-		args  []string
-		env   map[string]string
-		check func(t *testing.T, c Config)
-	}{{
+	tests := []configCase{{
 		name: "the revision's settings",
 		env: map[string]string{"USER_PORT": "8080", "QUEUE_SERVING_PORT": "8012", "QUEUE_SERVING_TLS_PORT": "8112",
 			"CONTAINER_CONCURRENCY": "10", "REVISION_TIMEOUT_SECONDS": "600", "REVISION_RESPONSE_START_TIMEOUT_SECONDS": "30",
@@ -147,16 +142,7 @@ func TestKnativeEnv(t *testing.T) {
 			}
 		},
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := parseConfig(tt.args, env(tt.env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, c)
-		})
-	}
+	runConfigCases(t, tests)
 }
 
 // TestLogLabels: the revision labels are on every log line.
