@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/chain"
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
 	"golang.org/x/net/http2"
@@ -40,13 +42,13 @@ var sizes = []size{
 
 var size1KiB = sizes[1]
 
-// The limits of cmd/queue's ingressServer, which bench cannot import
-// (STYLE section 1). Keep them in step with cmd/queue/serve.go.
+// The limits of queue's serving port, for the upstream and the naive
+// proxy's servers.
 const (
-	readHeaderTimeout    = 10 * time.Second
-	idleTimeout          = 120 * time.Second
-	maxHeaderBytes       = 64<<10 - 4096
-	maxConcurrentStreams = 250
+	readHeaderTimeout    = ingress.ReadHeaderTimeout
+	idleTimeout          = ingress.IdleTimeout
+	maxHeaderBytes       = ingress.MaxHeaderBytes
+	maxConcurrentStreams = ingress.MaxConcurrentStreams
 )
 
 // newServer serves h on a fresh loopback port with the configuration of
@@ -144,14 +146,35 @@ func newQueue(b *testing.B, addr, protocol string) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close() })
-	d := drain.New(drain.Config{QuietPeriod: 30 * time.Second})
-	st := stats.New(stats.Config{}) // stats are always on
-	chain := d.Handler(st.Handler(p))
-	// As cmd/queue serves it: the h2c upgrade handler is the outermost
-	// layer of the serving port.
-	return newServerWith(b, func(srv *http.Server) http.Handler {
-		return &proxy.H2CUpgrade{Next: chain, H2: &http2.Server{MaxConcurrentStreams: maxConcurrentStreams}, Base: srv}
+	// The chain as cmd/queue composes it, from the same package.
+	handler, err := chain.New(chain.Config{
+		Drain: drain.New(drain.Config{QuietPeriod: 30 * time.Second}),
+		Stats: stats.New(stats.Config{}), // stats are always on
+		Proxy: p,
 	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Served as cmd/queue serves it: the HTTP/1.1 engine, HTTP/2 handed to
+	// net/http, the h2c upgrade outermost.
+	srv, err := ingress.New(ingress.Config{Handler: handler, MaxConns: 10000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	b.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	return ln.Addr().String()
 }
 
 // newHTTPUtil starts the naive proxy: httputil.ReverseProxy with the

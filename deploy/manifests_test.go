@@ -44,7 +44,7 @@ const (
 	// Kubernetes' default terminationGracePeriodSeconds.
 	defaultGracePeriod = 30 * time.Second
 	// measuredRSS1000Conns is queue's RSS with 1000 keep-alive connections, from
-	// ../shared/bench: its memory limit must not be below it.
+	// bench/compare.sh: its memory limit must not be below it.
 	measuredRSS1000Conns = "80Mi"
 )
 
@@ -56,6 +56,7 @@ var kinds = map[schema.GroupVersionKind]func() any{
 	corev1.SchemeGroupVersion.WithKind("Service"):                        func() any { return new(corev1.Service) },
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                      func() any { return new(corev1.ConfigMap) },
 	autoscalingv2.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler"): func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
+	scaledObjectGVK: func() any { return new(scaledObject) },
 }
 
 // decode decodes one YAML document strictly, as the API server's strict field
@@ -97,6 +98,7 @@ func decode(doc []byte) (any, error) {
 // manifest is one decoded document.
 type manifest struct {
 	where string // file and document number, for messages
+	file  string // the file's path, relative to the module
 	obj   any
 }
 
@@ -141,7 +143,7 @@ func load() ([]manifest, []error) {
 			}
 			if obj != nil {
 				n++
-				out = append(out, manifest{where, obj})
+				out = append(out, manifest{where: where, file: path, obj: obj})
 			}
 		}
 		if n == 0 {
@@ -191,6 +193,11 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		{"Service", len(all[*corev1.Service](ms)) > 0},
 		{"HorizontalPodAutoscaler", len(all[*autoscalingv2.HorizontalPodAutoscaler](ms)) > 0},
 		{"ConfigMap knative-serving/config-deployment", slices.ContainsFunc(all[*corev1.ConfigMap](ms), isKnativeDeploymentConfig)},
+		{"KEDA ScaledObject", len(all[*scaledObject](ms)) > 0},
+		{"Prometheus Adapter configuration", slices.ContainsFunc(all[*corev1.ConfigMap](ms), func(cm *corev1.ConfigMap) bool {
+			_, ok := cm.Data[adapterConfigKey]
+			return ok
+		})},
 	} {
 		if !want.found {
 			t.Errorf("no %s under deploy/", want.what)
@@ -207,7 +214,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown nested field", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          securityContext:\n            readOnlyRootFileSystem: true\n"},
 		{"field in the wrong case", "apiVersion: v1\nkind: Service\nSpec: {}\n"},
 		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: x\n  a: y\n"},
-		{"unknown kind", "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nspec: {}\n"},
+		{"unknown kind", "apiVersion: example.com/v1\nkind: Widget\nspec: {}\n"},
+		{"KEDA kind in the wrong version", "apiVersion: keda.sh/v1alpha2\nkind: ScaledObject\nspec: {}\n"},
 		{"kind in the wrong version", "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\n"},
 		{"no kind", "apiVersion: v1\ndata: {}\n"},
 		{"bad quantity", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          resources:\n            limits:\n              memory: lots\n"},

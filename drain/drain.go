@@ -54,17 +54,11 @@ func (d *Drainer) Start(immediate bool) {
 	})
 }
 
-// Draining reports whether a drain has started.
-func (d *Drainer) Draining() bool { return d.draining.Load() }
-
 // Started is closed when the drain starts.
 func (d *Drainer) Started() <-chan struct{} { return d.started }
 
 // Finish marks the drain complete: GET /wait-for-drain returns.
 func (d *Drainer) Finish() { d.doneOnce.Do(func() { close(d.done) }) }
-
-// Done is closed when the drain has finished.
-func (d *Drainer) Done() <-chan struct{} { return d.done }
 
 // Ready reports whether probes should answer 200: the upstream is ready and
 // no drain has started.
@@ -148,7 +142,7 @@ func (d *Drainer) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// ServeProbe answers a probe request (CONTRACT section 4):
+// ServeProbe answers a probe request (docs/contract.md section 4):
 //
 //	K-Network-Probe: probe + K-Network-Hash: H   200, the hash echoed
 //	K-Network-Probe: probe without a hash        400

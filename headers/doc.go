@@ -9,6 +9,12 @@
 // the Append methods, used by the HTTP/1.1 upstream client, which writes the
 // rewritten head straight into its connection buffer without building a map).
 //
+// One table of field names holds the hop-by-hop fields and the other fields
+// that do not pass as they came, for both directions and both protocols:
+// [Outbound.Forward] (requests), [IsHopByHop] (responses) and
+// [ForbiddenInTrailer] (trailers, which forbid framing and routing fields
+// besides the hop-by-hop ones) all read it.
+//
 // It deliberately does not parse Forwarded lists it keeps: a trusted peer's
 // list is forwarded as it came, and an untrusted peer's is dropped whole.
 //

@@ -187,21 +187,20 @@ func NewOutbound(h http.Header, host string, hop Hop) Outbound {
 }
 
 // Forward reports whether the inbound header with canonical name passes to
-// the upstream unchanged. Headers it refuses are hop-by-hop (RFC 9110 section
-// 7.6.1), framing that the upstream client writes itself, queue's own
-// forwarding headers (written by the Append methods), headers only the
-// platform may set, and look-alikes of the forwarding headers that some
-// servers merge with the real ones (X_Forwarded_For).
+// the upstream unchanged. It refuses the hop-by-hop fields (RFC 9110 section
+// 7.6.1) and those the request's Connection header names; the fields queue
+// writes itself (framing that the upstream client writes, Host, queue's own
+// forwarding headers written by the Append methods) or that only the
+// platform may set; and look-alikes of the forwarding headers that some
+// servers merge with the real ones (X_Forwarded_For). The fixed names come
+// from the package's one table of fields, which [IsHopByHop] and
+// [ForbiddenInTrailer] read too.
 //
 // TE and a websocket Upgrade are refused here too: the writer adds
 // "TE: trailers" and "Connection: Upgrade" / "Upgrade: websocket" itself when
 // [Outbound.TETrailers] and [Outbound.WebSocket] say so.
 func (o *Outbound) Forward(name string) bool {
-	switch name {
-	case Connection, KeepAlive, ProxyConnection, TE, TransferEncoding, Upgrade, HTTP2Settings,
-		ContentLength, Expect, "Host",
-		Forwarded, XForwardedFor, XForwardedProto, XForwardedHost,
-		KOriginalHost, KnativeServingRevision, KnativeServingNamespace:
+	if lookup(name)&(hopByHop|rewritten) != 0 {
 		return false
 	}
 	if strings.IndexByte(name, '_') >= 0 && isLookalike(name) {
@@ -456,13 +455,61 @@ func (o *Outbound) Apply(h http.Header) {
 	h[Forwarded] = []string{string(o.AppendForwarded(nil))}
 }
 
-// IsHopByHop reports whether a response header with canonical name must not
-// pass back to the client: the fixed hop-by-hop set, or a name listed in the
-// response's Connection values.
-func IsHopByHop(name string, connection []string) bool {
+// field is what queue knows about a header field name: a set of the
+// properties below. The zero field is an end-to-end field that passes in
+// both directions and in trailers.
+type field uint8
+
+const (
+	// hopByHop fields describe one connection (RFC 9110 section 7.6.1, and
+	// HTTP2-Settings, RFC 7540 section 3.2.1): they never pass in either
+	// direction, whichever protocol either side speaks. HTTP/2 forbids them
+	// outright (RFC 9113 section 8.2.2). Every hopByHop field is also
+	// notTrailer.
+	hopByHop field = 1 << iota
+	// notTrailer fields must not be forwarded in a trailer section:
+	// framing, routing and the fields that describe the content as a whole
+	// (RFC 9110 section 6.5.1), besides the hop-by-hop ones.
+	notTrailer
+	// rewritten request fields do not pass to the upstream as they came:
+	// queue writes them itself (framing, Host, the forwarding headers) or
+	// only the platform may set them (Knative's routing headers).
+	rewritten
+)
+
+// lookup returns the properties of the header field with canonical name. It
+// is the one table of the fields that do not pass as they came: requests
+// (Outbound.Forward), responses (IsHopByHop) and trailers
+// (ForbiddenInTrailer) all read it, over HTTP/1.1 and HTTP/2 alike. A field
+// named by a message's Connection header is hop-by-hop as well; that is per
+// message and not in the table.
+func lookup(name string) field {
 	switch name {
 	case Connection, KeepAlive, ProxyConnection, TE, TransferEncoding, Upgrade, HTTP2Settings:
+		return hopByHop | notTrailer
+	case ContentLength, "Host":
+		return notTrailer | rewritten
+	case Trailer, "Content-Type", "Content-Encoding", "Content-Range":
+		return notTrailer
+	case Expect, Forwarded, XForwardedFor, XForwardedProto, XForwardedHost,
+		KOriginalHost, KnativeServingRevision, KnativeServingNamespace:
+		return rewritten
+	}
+	return 0
+}
+
+// IsHopByHop reports whether a response header with canonical name must not
+// pass back to the client: a hop-by-hop field of the package's one table, or
+// a name listed in the response's Connection values.
+func IsHopByHop(name string, connection []string) bool {
+	if lookup(name)&hopByHop != 0 {
 		return true
 	}
 	return len(connection) > 0 && httpguts.HeaderValuesContainsToken(connection, name)
 }
+
+// ForbiddenInTrailer reports whether a trailer field with canonical name
+// must be dropped rather than forwarded, in either direction: a hop-by-hop
+// field, or one that trailers must not carry (framing, routing, content
+// description; RFC 9110 section 6.5.1). It reads the package's one table.
+func ForbiddenInTrailer(name string) bool { return lookup(name)&notTrailer != 0 }

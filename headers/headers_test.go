@@ -531,6 +531,64 @@ func TestIsHopByHop(t *testing.T) {
 	}
 }
 
+// TestForbiddenInTrailer: trailers drop the hop-by-hop fields and, from the
+// same table, framing, routing and content-describing fields too.
+func TestForbiddenInTrailer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		key  string
+		want bool
+	}{
+		{name: "connection", key: Connection, want: true},
+		{name: "keep-alive", key: KeepAlive, want: true},
+		{name: "proxy-connection", key: ProxyConnection, want: true},
+		{name: "te", key: TE, want: true},
+		{name: "transfer-encoding", key: TransferEncoding, want: true},
+		{name: "upgrade", key: Upgrade, want: true},
+		{name: "http2-settings", key: HTTP2Settings, want: true},
+		{name: "content-length", key: ContentLength, want: true},
+		{name: "host", key: "Host", want: true},
+		{name: "trailer", key: Trailer, want: true},
+		{name: "content-type", key: "Content-Type", want: true},
+		{name: "content-encoding", key: "Content-Encoding", want: true},
+		{name: "content-range", key: "Content-Range", want: true},
+		{name: "grpc-status", key: "Grpc-Status", want: false},
+		{name: "server-timing", key: "Server-Timing", want: false},
+		{name: "forwarded passes in a trailer", key: Forwarded, want: false},
+		{name: "expect passes in a trailer", key: Expect, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got, want := ForbiddenInTrailer(tt.key), tt.want; got != want {
+				t.Errorf("ForbiddenInTrailer(%q) = %v, want %v", tt.key, got, want)
+			}
+		})
+	}
+}
+
+// TestOneTable: every field that is hop-by-hop in responses is refused in
+// requests and dropped from trailers, so the three directions cannot drift.
+func TestOneTable(t *testing.T) {
+	t.Parallel()
+	o := NewOutbound(http.Header{}, "example.com", Hop{Peer: peer4})
+	for _, name := range []string{Connection, KeepAlive, ProxyConnection, TE, TransferEncoding, Upgrade, HTTP2Settings} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if !IsHopByHop(name, nil) {
+				t.Errorf("IsHopByHop(%q) = false, want true", name)
+			}
+			if o.Forward(name) {
+				t.Errorf("Forward(%q) = true, want false", name)
+			}
+			if !ForbiddenInTrailer(name) {
+				t.Errorf("ForbiddenInTrailer(%q) = false, want true", name)
+			}
+		})
+	}
+}
+
 func TestParseTrust(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

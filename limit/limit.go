@@ -5,17 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// kKubeletProbe marks a kubelet probe: proxied, but neither counted nor
-// queued (CONTRACT section 5). The name is canonical, so the header map is
-// indexed directly.
-const kKubeletProbe = "K-Kubelet-Probe"
 
 // unavailableError is the type of the package's sentinel errors. Its
 // Unavailable method is what proxy.StatusFor looks for to answer 503,
@@ -282,51 +275,9 @@ func (l *Limiter) remove(w *waiter) {
 	w.prev, w.next = nil, nil
 }
 
-// InFlight returns the number of slots held now, at most Capacity. It is one
-// atomic load.
-func (l *Limiter) InFlight() int {
-	held, _ := unpack(l.state.Load())
-	return int(held)
-}
-
 // Waiting returns the number of requests waiting for a slot now, at most
 // QueueDepth: the queue_depth metric. It is one atomic load.
 func (l *Limiter) Waiting() int {
 	_, waiting := unpack(l.state.Load())
 	return int(waiting)
-}
-
-// unavailableBody is the whole body of the 503 that Handler writes: the
-// status text, never error text (CONTRACT section 2).
-var unavailableBody = http.StatusText(http.StatusServiceUnavailable)
-
-// Handler returns middleware that holds a slot while next serves each
-// request, and releases it when next returns (also when it panics).
-//
-// Requests carrying a K-Kubelet-Probe header bypass the limiter: they go
-// straight to next. Others Acquire with the request's context, so they wait
-// at most until its deadline and at most MaxWait. A full queue or a wait
-// that runs out of time gets 503 with the body "Service Unavailable". A
-// request whose client went away while waiting (its context canceled) gets
-// nothing written at all.
-func (l *Limiter) Handler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := r.Header[kKubeletProbe]; ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if err := l.Acquire(r.Context()); err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(r.Context().Err(), context.Canceled) {
-				return
-			}
-			h := w.Header()
-			h.Set("Content-Type", "text/plain; charset=utf-8")
-			h.Set("Content-Length", strconv.Itoa(len(unavailableBody)))
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(unavailableBody))
-			return
-		}
-		defer l.Release()
-		next.ServeHTTP(w, r)
-	})
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -34,11 +31,17 @@ func mustNew(t testing.TB, cfg Config) *Limiter {
 	return l
 }
 
+// inFlight is the number of slots held now.
+func inFlight(l *Limiter) int {
+	held, _ := unpack(l.state.Load())
+	return int(held)
+}
+
 // checkIdle fails unless no slot is held and nobody waits.
 func checkIdle(t testing.TB, l *Limiter) {
 	t.Helper()
-	if got := l.InFlight(); got != 0 {
-		t.Errorf("InFlight() = %d, want 0", got)
+	if got := inFlight(l); got != 0 {
+		t.Errorf("in flight = %d, want 0", got)
 	}
 	if got := l.Waiting(); got != 0 {
 		t.Errorf("Waiting() = %d, want 0", got)
@@ -153,8 +156,8 @@ func TestNeverOverCapacity(t *testing.T) {
 							n := cur.Add(1)
 							for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 							}
-							if got := l.InFlight(); got > tt.capacity {
-								t.Errorf("InFlight() = %d, want <= %d", got, tt.capacity)
+							if got := inFlight(l); got > tt.capacity {
+								t.Errorf("in flight = %d, want <= %d", got, tt.capacity)
 							}
 							runtime.Gosched() // hold the slot while others try
 							cur.Add(-1)
@@ -397,8 +400,8 @@ func TestWaitersServedInOrder(t *testing.T) {
 					default:
 						t.Fatalf("Release did not wake waiter %d", want)
 					}
-					if n, want := l.InFlight(), tt.capacity; n != want {
-						t.Errorf("InFlight() = %d, want %d", n, want)
+					if n, want := inFlight(l), tt.capacity; n != want {
+						t.Errorf("in flight = %d, want %d", n, want)
 					}
 					if n, want := l.Waiting(), tt.waiters-want-1; n != want {
 						t.Errorf("Waiting() = %d, want %d", n, want)
@@ -546,219 +549,6 @@ func TestAcquireReleaseAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Acquire+Release = %v allocs, want 0", allocs)
-	}
-
-	// Handler's fast path adds none either.
-	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	w := discardWriter{}
-	if allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) }); allocs != 0 {
-		t.Errorf("Handler = %v allocs, want 0", allocs)
-	}
-}
-
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return nil }
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (discardWriter) WriteHeader(int)             {}
-
-// TestHandlerOneOfThree is the scenario of CONTRACT section 2: capacity 1,
-// queue depth 1, three slow requests: one is served, one waits and is then
-// served, one gets 503 at once, in whatever order they arrive.
-func TestHandlerOneOfThree(t *testing.T) {
-	t.Parallel()
-	l := mustNew(t, Config{Capacity: 1, QueueDepth: 1})
-	entered := make(chan struct{}, 3)
-	unblock := make(chan struct{})
-	srv := httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-unblock
-		io.WriteString(w, "ok")
-	})))
-	defer srv.Close()
-
-	type result struct {
-		code  int
-		body  string
-		ctype string
-		clen  int64
-		err   error
-	}
-	results := make(chan result, 3)
-	for range 3 {
-		go func() {
-			resp, err := srv.Client().Get(srv.URL)
-			if err != nil {
-				results <- result{err: err}
-				return
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			results <- result{resp.StatusCode, string(b), resp.Header.Get("Content-Type"), resp.ContentLength, err}
-		}()
-	}
-
-	// Nothing can finish before unblock but the refused request.
-	<-entered
-	first := <-results
-	if first.err != nil {
-		t.Fatal(first.err)
-	}
-	if got, want := first.code, http.StatusServiceUnavailable; got != want {
-		t.Errorf("first response: status = %d, want %d", got, want)
-	}
-	if got, want := first.body, "Service Unavailable"; got != want {
-		t.Errorf("503 body = %q, want %q", got, want)
-	}
-	if got, want := first.ctype, "text/plain; charset=utf-8"; got != want {
-		t.Errorf("503 Content-Type = %q, want %q", got, want)
-	}
-	if got, want := first.clen, int64(len("Service Unavailable")); got != want {
-		t.Errorf("503 Content-Length = %d, want %d", got, want)
-	}
-	if got := l.InFlight(); got != 1 {
-		t.Errorf("InFlight() = %d, want 1", got)
-	}
-
-	close(unblock)
-	for range 2 {
-		r := <-results
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.code != http.StatusOK || r.body != "ok" {
-			t.Errorf("response = %d %q, want 200 \"ok\"", r.code, r.body)
-		}
-	}
-	checkIdle(t, l)
-}
-
-// TestHandler checks Handler against a limiter whose only slot is held.
-func TestHandler(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		depth    int
-		maxWait  time.Duration
-		probe    bool
-		ctx      string // "canceled", "deadline" (1s) or "" for none
-		wantCode int    // 0: nothing written
-		wantNext bool
-		wantWait time.Duration
-	}{
-		{name: "queue full", wantCode: http.StatusServiceUnavailable},
-		{name: "max wait", depth: 1, maxWait: 3 * time.Second, wantCode: http.StatusServiceUnavailable, wantWait: 3 * time.Second},
-		{name: "deadline in queue", depth: 1, ctx: "deadline", wantCode: http.StatusServiceUnavailable, wantWait: time.Second},
-		{name: "deadline before max wait", depth: 1, maxWait: time.Minute, ctx: "deadline", wantCode: http.StatusServiceUnavailable, wantWait: time.Second},
-		{name: "client gone while queued", depth: 1, ctx: "canceled"},
-		{name: "client gone, queue full", ctx: "canceled"},
-		{name: "kubelet probe bypasses", probe: true, wantCode: http.StatusOK, wantNext: true},
-		{name: "kubelet probe, client gone", probe: true, ctx: "canceled", wantCode: http.StatusOK, wantNext: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				l := mustNew(t, Config{Capacity: 1, QueueDepth: tt.depth, MaxWait: tt.maxWait})
-				if err := l.Acquire(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				called := false
-				h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					called = true
-					w.WriteHeader(http.StatusOK)
-				}))
-				ctx := t.Context()
-				switch tt.ctx {
-				case "canceled":
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithCancel(ctx)
-					cancel()
-				case "deadline":
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, time.Second)
-					defer cancel()
-				}
-				r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-				if tt.probe {
-					r.Header.Set("K-Kubelet-Probe", "queue")
-				}
-				rec := httptest.NewRecorder()
-				start := time.Now()
-				h.ServeHTTP(rec, r)
-				if d := time.Since(start); d != tt.wantWait {
-					t.Errorf("answered after %v, want %v", d, tt.wantWait)
-				}
-				if called != tt.wantNext {
-					t.Errorf("next called = %v, want %v", called, tt.wantNext)
-				}
-				if tt.wantCode == 0 {
-					if len(rec.Header()) != 0 || rec.Body.Len() != 0 || rec.Flushed {
-						t.Errorf("wrote %v %q to a client that went away, want nothing", rec.Header(), rec.Body)
-					}
-				} else if rec.Code != tt.wantCode {
-					t.Errorf("status = %d, want %d", rec.Code, tt.wantCode)
-				}
-				if tt.wantCode == http.StatusServiceUnavailable {
-					if got, want := rec.Body.String(), "Service Unavailable"; got != want {
-						t.Errorf("body = %q, want %q", got, want)
-					}
-					if got, want := rec.Header().Get("Content-Length"), "19"; got != want {
-						t.Errorf("Content-Length = %q, want %q", got, want)
-					}
-					if got, want := rec.Header().Get("Content-Type"), "text/plain; charset=utf-8"; got != want {
-						t.Errorf("Content-Type = %q, want %q", got, want)
-					}
-				}
-				if got := l.InFlight(); got != 1 {
-					t.Errorf("InFlight() = %d, want 1 (the slot the test holds)", got)
-				}
-				if got := l.Waiting(); got != 0 {
-					t.Errorf("Waiting() = %d, want 0", got)
-				}
-				l.Release()
-				checkIdle(t, l)
-			})
-		})
-	}
-}
-
-// TestHandlerReleases checks that the slot is given back when next returns
-// and when it panics.
-func TestHandlerReleases(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name  string
-		panic bool
-	}{
-		{"return", false},
-		{"panic", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			l := mustNew(t, Config{Capacity: 1})
-			var during int
-			h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				during = l.InFlight()
-				if tt.panic {
-					panic(http.ErrAbortHandler)
-				}
-			}))
-			func() {
-				defer func() {
-					if p := recover(); (p != nil) != tt.panic {
-						t.Errorf("recovered %v, want panic = %v", p, tt.panic)
-					}
-				}()
-				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-			}()
-			if during != 1 {
-				t.Errorf("InFlight() in next = %d, want 1", during)
-			}
-			checkIdle(t, l)
-		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
 	"golang.org/x/net/http/httpguts"
 )
@@ -53,11 +54,11 @@ func FuzzParseHead(f *testing.F) {
 		h := http.Header{}
 		rh, err := parseHead(head, h)
 		if err == nil {
-			if rh.code < 100 || rh.code > 999 {
-				t.Errorf("code = %d, want 3 digits from 100", rh.code)
+			if rh.Status < 100 || rh.Status > 999 {
+				t.Errorf("code = %d, want 3 digits from 100", rh.Status)
 			}
-			if rh.chunked && rh.contentLength >= 0 {
-				t.Errorf("chunked with contentLength %d", rh.contentLength)
+			if rh.Chunked && rh.ContentLength >= 0 {
+				t.Errorf("chunked with contentLength %d", rh.ContentLength)
 			}
 			for k, vs := range h {
 				if k != textproto.CanonicalMIMEHeaderKey(k) || !httpguts.ValidHeaderFieldName(k) {
@@ -78,14 +79,14 @@ func FuzzParseHead(f *testing.F) {
 		if err != nil || rerr != nil {
 			return
 		}
-		if got, want := rh.code, resp.StatusCode; got != want {
+		if got, want := rh.Status, resp.StatusCode; got != want {
 			t.Errorf("code = %d, net/http says %d", got, want)
 		}
 		// net/http also sets Close for a body that runs until the upstream
 		// closes, which readHead, not parseHead, works out.
-		unbounded := !rh.chunked && rh.contentLength < 0 && rh.code >= 200 &&
-			rh.code != http.StatusNoContent && rh.code != http.StatusNotModified
-		if resp.Close && !rh.close && !unbounded {
+		unbounded := !rh.Chunked && rh.ContentLength < 0 && rh.Status >= 200 &&
+			rh.Status != http.StatusNoContent && rh.Status != http.StatusNotModified
+		if resp.Close && !rh.Close && !unbounded {
 			t.Errorf("close = false, net/http says true")
 		}
 		skip := connectionNames(head)
@@ -121,7 +122,7 @@ func FuzzChunkSize(f *testing.F) {
 	f.Add("A;ext=1")
 	f.Add("0000000000000001")
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := parseChunkSize([]byte(s))
+		got, ok := h1.ParseChunkSize([]byte(s))
 		hex := len(s) > 0 && len(s) <= 15 && strings.Trim(s, "0123456789abcdefABCDEF") == ""
 		if hex {
 			want, err := strconv.ParseInt(s, 16, 64)
@@ -129,7 +130,7 @@ func FuzzChunkSize(f *testing.F) {
 				t.Fatalf("ParseInt(%q) error = %v", s, err)
 			}
 			if !ok || got != want {
-				t.Errorf("parseChunkSize(%q) = %d, %v, want %d, true", s, got, ok, want)
+				t.Errorf("h1.ParseChunkSize(%q) = %d, %v, want %d, true", s, got, ok, want)
 			}
 			return
 		}
@@ -140,7 +141,22 @@ func FuzzChunkSize(f *testing.F) {
 		size = strings.TrimRight(size, " \t")
 		want, err := strconv.ParseInt(size, 16, 64)
 		if err != nil || size[0] == '+' || size[0] == '-' || strings.ContainsAny(size, "xX_") || len(size) > 15 || got != want {
-			t.Errorf("parseChunkSize(%q) = %d, true, want false", s, got)
+			t.Errorf("h1.ParseChunkSize(%q) = %d, true, want false", s, got)
 		}
 	})
+}
+
+// cutLine splits s after its first line, which it returns without its LF
+// or CRLF.
+func cutLine(s string) (line, rest string) {
+	i := strings.IndexByte(s, '\n')
+	if i < 0 {
+		line, rest = s, ""
+	} else {
+		line, rest = s[:i], s[i+1:]
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, rest
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/net/http/httpguts"
@@ -27,7 +29,7 @@ const (
 	// a small body, which are written to the client straight out of it
 	// (Peek/Discard). A larger body is read into a pooled 32 KiB copy buffer
 	// held only while it is copied, so a request in flight pins 8 KiB of
-	// buffers, not 20 (conn1000 in ../shared/bench).
+	// buffers, not 20 (memory at 1000 connections, README).
 	readBufSize = 4 << 10
 	// directRead is the remaining body size from which the copy reads
 	// straight from the connection instead of through the read buffer.
@@ -50,7 +52,31 @@ const (
 	smallBody = 64 << 10
 	// max1xx bounds the informational responses skipped before the final one.
 	max1xx = 16
+	// retireSlack is how long after the first idle connection expires the
+	// pool retires expired ones: one run then closes the connections that a
+	// burst left idle at about the same time, not one run each. get never
+	// hands out an expired connection, so the slack only lets a file
+	// descriptor linger.
+	retireSlack = 100 * time.Millisecond
 )
+
+// DefaultIdleConnTimeout is the idle timeout of upstream connections that
+// queue's --upstream-idle-timeout defaults to.
+//
+// An upstream that closes an idle keep-alive connection may do so just as a
+// request is sent on it: the request then fails with nothing read, and only
+// a replayable one can be sent again (serveH1). Closing idle connections
+// first, before the upstream does, keeps that race from starting. The
+// shortest idle timeouts of common app servers are gunicorn's 2 s, then
+// Node.js's and uvicorn's 5 s, puma's 20 s and nginx's 75 s (Go's net/http
+// has none unless IdleTimeout is set); 1.5 s stays half a second under the
+// shortest, which covers the upstream's timer granularity and scheduling on
+// a loaded pod. The price is a new connection for a request that comes more
+// than 1.5 s after the last one on an otherwise idle instance: a loopback
+// connect, tens of microseconds, against an app that is idle anyway. Under
+// load connections are reused within milliseconds and never reach it; after
+// a burst the pool shrinks back within 1.5 s.
+const DefaultIdleConnTimeout = 1500 * time.Millisecond
 
 // Buffers are pooled and attached to a connection only while it carries a
 // request: an idle upstream connection holds no buffer memory
@@ -89,41 +115,57 @@ func putBody(b *[]byte) {
 }
 
 // h1Transport is a pool of HTTP/1.1 connections to one upstream.
+//
+// An idle connection expires after the idle timeout, or earlier when the
+// upstream advertised a shorter Keep-Alive timeout (expiry). get never hands
+// out an expired connection; one timer for the pool retires expired ones
+// while it holds any, so the pool shrinks back after a burst with no
+// traffic. The timer is armed by put and disarms itself once no idle
+// connection is left to expire: an empty pool sets no timer.
 type h1Transport struct {
-	addr      string
-	dialer    net.Dialer
-	maxIdle   int
-	maxHeader int
+	addr        string
+	dialer      net.Dialer
+	dialContext func(ctx context.Context, network, addr string) (net.Conn, error) // dialer.DialContext; tests replace it
+	maxIdle     int
+	maxHeader   int
+	idleTimeout time.Duration // 0: idle connections never expire by age alone
 
-	mu     sync.Mutex
-	idle   []*h1Conn // LIFO: the most recently used connection is the warmest
-	closed bool
+	mu       sync.Mutex
+	idle     []*h1Conn // LIFO: the most recently used connection is the warmest
+	closed   bool
+	retire   *time.Timer // runs retireIdle; created on first use
+	retireAt time.Time   // when retire fires; zero while it is not armed
 
 	liveMu    sync.Mutex
 	live      map[*h1Conn]struct{} // every open connection, for the reaper
-	reapOnce  sync.Once
+	reaping   atomic.Bool          // the reaper runs: from a request's start until nothing is in flight
 	stopReap  chan struct{}
 	closeOnce sync.Once
 }
 
-func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int) *h1Transport {
-	return &h1Transport{
-		addr:      addr,
-		dialer:    net.Dialer{Timeout: dial},
-		maxIdle:   orDefault(maxIdle, 1024),
-		maxHeader: orDefault(maxHeader, maxHeaderBytes),
-		live:      map[*h1Conn]struct{}{},
-		stopReap:  make(chan struct{}),
+func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idleTimeout time.Duration) *h1Transport {
+	t := &h1Transport{
+		addr:        addr,
+		dialer:      net.Dialer{Timeout: dial},
+		maxIdle:     orDefault(maxIdle, 1024),
+		maxHeader:   orDefault(maxHeader, maxHeaderBytes),
+		idleTimeout: max(idleTimeout, 0),
+		live:        map[*h1Conn]struct{}{},
+		stopReap:    make(chan struct{}),
 	}
+	t.dialContext = t.dialer.DialContext
+	return t
 }
 
-// reap interrupts the exchanges whose client went away, every reapPeriod.
+// reap interrupts the exchanges whose client went away, every reapPeriod,
+// while any exchange is in flight; watch starts it again after that.
 //
 // One goroutine for the whole pool replaces a context.AfterFunc per
-// request, which costs about 600 ns and 5 allocations on net/http's
-// per-request context (measured with a microbenchmark of AfterFunc+stop on
-// a fresh WithCancel); a request pays two atomic stores instead. The price
-// is that an upstream learns of a departed client up to reapPeriod later.
+// request, which costs about 600 ns and 5 allocations (measured with a
+// microbenchmark of AfterFunc+stop on a fresh WithCancel); a request pays
+// two atomic stores and a load instead. The price is that an upstream
+// learns of a departed client up to reapPeriod (plus the serving engine's
+// own watch period, h1.Server) later.
 func (t *h1Transport) reap() {
 	tick := time.NewTicker(reapPeriod)
 	defer tick.Stop()
@@ -140,12 +182,36 @@ func (t *h1Transport) reap() {
 			conns = append(conns, c)
 		}
 		t.liveMu.Unlock()
+		busy := false
 		for _, c := range conns {
-			if r := c.req.Load(); r != nil && r.Context().Err() != nil && c.req.CompareAndSwap(r, nil) {
+			r := c.req.Load()
+			if r != nil && r.Context().Err() != nil && c.req.CompareAndSwap(r, nil) {
 				c.interrupt()
+			}
+			busy = busy || r != nil
+		}
+		if !busy {
+			// Nothing in flight: stop, so that an idle sidecar has no
+			// ticker. A watch that began after the scan saw reaping true
+			// and started nobody: rescan for it before leaving.
+			t.reaping.Store(false)
+			if !t.anyWatched() || !t.reaping.CompareAndSwap(false, true) {
+				return
 			}
 		}
 	}
+}
+
+// anyWatched reports whether a connection carries a request.
+func (t *h1Transport) anyWatched() bool {
+	t.liveMu.Lock()
+	defer t.liveMu.Unlock()
+	for c := range t.live {
+		if c.req.Load() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // h1Conn is one upstream connection. Its buffers are attached while it
@@ -159,10 +225,30 @@ type h1Conn struct {
 	req      atomic.Pointer[http.Request] // the request being carried, for the reaper
 	broken   atomic.Bool
 	rdl, wdl time.Time // the deadlines set now: setting the same again is skipped
+
+	// keepAlive is the upstream's Keep-Alive timeout from the last response
+	// on the connection, or 0; expires is when the connection, idle, is to
+	// be closed (zero: never). Both are touched only by the connection's
+	// owner: the request it carries, or the pool under its lock.
+	keepAlive time.Duration
+	expires   time.Time
+
+	// head holds the response head while its exchange lasts: the fields
+	// passed to the client point into it (h1.ParseResponse), so it is
+	// given back only once the client's response is written (detach).
+	// vals is the scratch for their value slices.
+	head *[]byte
+	vals []string
 }
 
-// watch tells the reaper that c carries r.
-func (c *h1Conn) watch(r *http.Request) { c.req.Store(r) }
+// watch tells the reaper that c carries r, and starts the reaper if it
+// is not running.
+func (c *h1Conn) watch(r *http.Request) {
+	c.req.Store(r)
+	if t := c.t; !t.reaping.Load() && t.reaping.CompareAndSwap(false, true) {
+		go t.reap()
+	}
+}
 
 // unwatch ends the watch. False means the reaper interrupted the exchange
 // (or is about to): the connection must not be reused.
@@ -214,6 +300,10 @@ func (c *h1Conn) attach() {
 }
 
 func (c *h1Conn) detach() {
+	if c.head != nil {
+		h1.PutBuffer(c.head)
+		c.head = nil
+	}
 	if c.br != nil {
 		c.br.Reset(nil)
 		readerPool.Put(c.br)
@@ -225,7 +315,7 @@ func (c *h1Conn) detach() {
 // releaseWriter gives the write buffer back as soon as the request is
 // sent: a request spends most of its life waiting for the response, and
 // holding 4 KiB for nothing meanwhile adds up over 1000 connections
-// (conn1000 in ../shared/bench).
+// (memory at 1000 connections, README).
 func (c *h1Conn) releaseWriter() {
 	if c.bw != nil {
 		c.bw.Reset(nil)
@@ -246,28 +336,51 @@ func (c *h1Conn) close() {
 // aLongTimeAgo is a deadline that interrupts any pending I/O at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
+// get takes the warmest idle connection, or dials a new one when there is
+// none or it has expired.
 func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
 	t.mu.Lock()
 	if n := len(t.idle); n > 0 {
 		c := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
+		if c.expires.IsZero() {
+			t.mu.Unlock()
+			return c.reuse(), nil
+		}
+		now := time.Now()
+		if now.Before(c.expires) {
+			t.mu.Unlock()
+			return c.reuse(), nil
+		}
+		// The warmest connection has expired, so the colder ones below it
+		// most likely have too: rather than close them one by one here,
+		// the request dials and the retire timer runs at once.
+		if n > 1 {
+			t.armLocked(now, now)
+		}
 		t.mu.Unlock()
-		c.reused = true
-		c.attach()
-		return c, nil
+		c.close()
+		return t.dial(ctx)
 	}
 	t.mu.Unlock()
 	return t.dial(ctx)
 }
 
+func (c *h1Conn) reuse() *h1Conn {
+	c.reused = true
+	c.attach()
+	return c
+}
+
+// dial opens a new connection. serveH1 also calls it to replay a request:
+// another idle connection might be as stale as the one that failed.
 func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
-	nc, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	nc, err := t.dialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
 	c := &h1Conn{nc: nc, t: t}
-	t.reapOnce.Do(func() { go t.reap() })
 	t.liveMu.Lock()
 	t.live[c] = struct{}{}
 	t.liveMu.Unlock()
@@ -285,6 +398,16 @@ func (t *h1Transport) put(c *h1Conn) {
 	// it) and the next request sets or clears it (setDeadline): not
 	// clearing it here saves two runtime timer updates per request.
 	c.detach()
+	var now time.Time
+	c.expires = time.Time{}
+	if limit := t.idleLimit(c.keepAlive); limit > 0 {
+		// The upstream's clock started when it finished writing the
+		// response, a little earlier: idleLimit's margin covers that, and a
+		// slow client that held the response much longer can still meet a
+		// closed connection, which the replay in serveH1 is for.
+		now = time.Now()
+		c.expires = now.Add(limit)
+	}
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
@@ -292,13 +415,84 @@ func (t *h1Transport) put(c *h1Conn) {
 		return
 	}
 	t.idle = append(t.idle, c)
+	// Once armed, the timer stays armed while connections are idle, and
+	// retireIdle re-arms it: most puts only compare.
+	if at := c.expires.Add(retireSlack); !c.expires.IsZero() && (t.retireAt.IsZero() || at.Before(t.retireAt)) {
+		t.armLocked(at, now)
+	}
 	t.mu.Unlock()
 }
 
+// idleLimit is how long a connection may stay idle: the idle timeout, or
+// less when the upstream's Keep-Alive timeout (keepAlive, 0 if none) says it
+// will close the connection sooner. The pool closes it a quarter of that
+// timeout (at most a second) before the upstream would. 0 means no limit.
+func (t *h1Transport) idleLimit(keepAlive time.Duration) time.Duration {
+	limit := t.idleTimeout
+	if keepAlive > 0 {
+		keepAlive -= min(keepAlive/4, time.Second)
+		if limit == 0 || keepAlive < limit {
+			limit = keepAlive
+		}
+	}
+	return limit
+}
+
+// armLocked sets the retire timer to fire at at; t.mu is held.
+func (t *h1Transport) armLocked(at, now time.Time) {
+	t.retireAt = at
+	if t.retire == nil {
+		t.retire = time.AfterFunc(at.Sub(now), t.retireIdle)
+		return
+	}
+	t.retire.Reset(at.Sub(now))
+}
+
+// retireIdle closes the idle connections that have expired and arms the
+// timer again for the earliest of the others; with none left that expire,
+// it stays unarmed until put arms it. The idle list keeps its order.
+func (t *h1Transport) retireIdle() {
+	now := time.Now()
+	var expired []*h1Conn
+	var next time.Time
+	t.mu.Lock()
+	kept := t.idle[:0]
+	for _, c := range t.idle { // from the bottom, the coldest, up
+		switch {
+		case c.expires.IsZero():
+			kept = append(kept, c)
+		case !now.Before(c.expires):
+			expired = append(expired, c)
+		default:
+			kept = append(kept, c)
+			if next.IsZero() || c.expires.Before(next) {
+				next = c.expires
+			}
+		}
+	}
+	clear(t.idle[len(kept):])
+	t.idle = kept
+	t.retireAt = time.Time{}
+	if !next.IsZero() && !t.closed {
+		t.armLocked(next.Add(retireSlack), now)
+	}
+	t.mu.Unlock()
+	for _, c := range expired {
+		c.close()
+	}
+}
+
+// closeIdle closes the pool: its idle connections now, and the others as
+// their requests end.
 func (t *h1Transport) closeIdle() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
+	t.closed = true
+	if t.retire != nil {
+		t.retire.Stop()
+		t.retireAt = time.Time{}
+	}
 	t.mu.Unlock()
 	for _, c := range idle {
 		c.close()
@@ -341,10 +535,18 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			rc.SetReadDeadline(time.Time{})
 		}
 	}
+	// A streamed body is read from the client as it is sent: once it went
+	// out on a connection that failed, it cannot be sent again.
 	stream := hasBody && body == nil
 
 	for attempt := 0; ; attempt++ {
-		c, err := p.h1.get(ctx)
+		var c *h1Conn
+		var err error
+		if attempt == 0 {
+			c, err = p.h1.get(ctx)
+		} else {
+			c, err = p.h1.dial(ctx)
+		}
 		if err != nil {
 			return err
 		}
@@ -359,7 +561,9 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			bw = startBody(w, c, r, deadline)
 		} else {
 			c.bw.Write(body)
-			err = c.bw.Flush()
+			if err = c.bw.Flush(); err != nil {
+				err = sendError(err)
+			}
 			c.releaseWriter()
 		}
 		var rh respHead
@@ -368,22 +572,47 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		}
 		if err != nil {
 			c.unwatch(r)
+			// Read before bw.stop: net/http's HTTP/1 server cancels the
+			// request's context when a body read fails, and stop's
+			// interrupt is such a failure.
+			gone := ctx.Err()
 			werr := bw.stop(c)
 			c.close()
 			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case werr != nil && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
+			case gone != nil:
+				return gone
+			case werr != nil && !isStale(err) && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
+				// The client's body failed, which woke the response read.
+				// Not when the upstream closed the connection before
+				// responding: that came first, and the body writer's
+				// timeout is only bw.stop's interrupt.
 				return werr
 			case attempt == 0 && c.reused && !stream && isStale(err):
-				// The upstream closed an idle connection as we reused it:
-				// nothing of the request was lost, so send it again on a
-				// fresh connection. Exactly once.
+				// The upstream closed an idle connection as we reused it
+				// (the idle-close race): nothing of a response was read, and
+				// the request is whole in hand (no body, or one held), so
+				// it is sent again, once, on a new connection: get might
+				// return another stale one. net/http's Transport replays
+				// only idempotent methods (RFC 9110 section 9.2.2); queue
+				// also replays a POST or PATCH whose body it holds, as its
+				// HTTP/1.1 client always has: on a reused loopback
+				// connection that closes before a single byte of response
+				// this is nearly always the race, not an app that failed
+				// halfway through the request, and a 502 for a request the
+				// app never saw is the likelier harm.
 				continue
 			}
 			return err
 		}
-		if rh.code == http.StatusSwitchingProtocols {
+		c.keepAlive = rh.KeepAlive
+		if r.ProtoMajor != 1 {
+			// Only queue's HTTP/1.1 engine writes the head before the
+			// exchange ends; HTTP/2's HPACK encoder keeps field strings in
+			// its table for the life of the connection. Its fields must
+			// not point into c.head.
+			ownStrings(w.Header())
+		}
+		if rh.Status == http.StatusSwitchingProtocols {
 			bw.stop(c) // a streaming body writer must be done before the buffers go
 			if !c.unwatch(r) {
 				c.close()
@@ -399,7 +628,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			c.setReadDeadline(deadline) // the response started: back to the whole deadline
 		}
 		err = c.copyResponse(w, &rh, deadline, p.idle)
-		clean := c.unwatch(r) && err == nil && !rh.close
+		clean := c.unwatch(r) && err == nil && !rh.Close
 		if werr := bw.stop(c); werr != nil {
 			clean = false
 		}
@@ -447,12 +676,23 @@ func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
 // isStale reports an error that a reused connection gives when the upstream
-// closed it while idle: nothing read, and EOF, a reset or a broken pipe.
-func isStale(err error) bool {
-	return errors.Is(err, errNothingRead) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
-}
+// closed it while idle: sending the request hit a reset or a broken pipe
+// (sendError), or the first read of the response met EOF or a reset before
+// any byte (readBlock). A reset after part of a response was read is not
+// stale: the upstream saw the request.
+func isStale(err error) bool { return errors.Is(err, errNothingRead) }
 
 var errNothingRead = errors.New("upstream closed the connection before responding")
+
+// sendError wraps a failure to write a request whose body is held. A reset
+// or a broken pipe means the upstream had closed the connection, before it
+// could send anything.
+func sendError(err error) error {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("%w: write request: %w", errNothingRead, err)
+	}
+	return fmt.Errorf("write request: %w", err)
+}
 
 // writeHead writes the request line and the rewritten header into bw. It
 // does not allocate while the head fits in bw; it cannot fail, errors
@@ -509,19 +749,19 @@ func writeHead(bw *bufio.Writer, r *http.Request, o *headers.Outbound, target st
 // fields to h. Informational responses other than 101 are skipped.
 func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, error) {
 	for i := 0; ; i++ {
-		s, err := c.readBlock(max, i == 0)
+		b, err := c.readBlock(max, i == 0)
 		if err != nil {
 			return respHead{}, err
 		}
-		rh, err := parseHead(s, h)
+		rh, err := parseResponse(b, h, &c.vals)
 		if err != nil {
 			return rh, err
 		}
-		if rh.code >= 200 || rh.code == http.StatusSwitchingProtocols {
-			if method == http.MethodHead || rh.code == http.StatusNoContent || rh.code == http.StatusNotModified {
-				rh.chunked, rh.contentLength = false, 0
-			} else if !rh.chunked && rh.contentLength < 0 && rh.code != http.StatusSwitchingProtocols {
-				rh.close = true // the body runs until the upstream closes
+		if rh.Status >= 200 || rh.Status == http.StatusSwitchingProtocols {
+			if method == http.MethodHead || rh.Status == http.StatusNoContent || rh.Status == http.StatusNotModified {
+				rh.Chunked, rh.ContentLength = false, 0
+			} else if !rh.Chunked && rh.ContentLength < 0 && rh.Status != http.StatusSwitchingProtocols {
+				rh.Close = true // the body runs until the upstream closes
 			}
 			return rh, nil
 		}
@@ -536,32 +776,33 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 	}
 }
 
-// readBlock returns the next response head as one string. The head is
-// usually in the read buffer whole and is copied out in one allocation;
-// a head larger than the buffer is gathered line by line.
-func (c *h1Conn) readBlock(max int, first bool) (string, error) {
+// readBlock reads the next response head into c.head and returns it. The
+// head is usually in the read buffer whole and is copied out at once; a
+// head larger than the buffer is gathered line by line.
+func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 	br := c.br
 	if _, err := br.Peek(1); err != nil {
 		if first && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
-			return "", fmt.Errorf("%w: %w", errNothingRead, err)
+			return nil, fmt.Errorf("%w: %w", errNothingRead, err)
 		}
-		return "", fmt.Errorf("read response: %w", err)
+		return nil, fmt.Errorf("read response: %w", err)
 	}
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		if n := headEnd(buf); n > 0 {
+		if n := h1.HeadEnd(buf); n > 0 {
 			if n > max {
-				return "", fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
+				return nil, fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
 			}
-			s := string(buf[:n])
+			b := c.headBuf(n)
+			copy(b, buf)
 			br.Discard(n)
-			return s, nil
+			return b, nil
 		}
 		if br.Buffered() == br.Size() || br.Buffered() > max {
 			break
 		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
-			return "", fmt.Errorf("read response head: %w", noEOF(err))
+			return nil, fmt.Errorf("read response head: %w", noEOF(err))
 		}
 	}
 	bb := bytebufferpool.Get()
@@ -571,20 +812,31 @@ func (c *h1Conn) readBlock(max int, first bool) (string, error) {
 		line, err := br.ReadSlice('\n')
 		bb.Write(line)
 		if bb.Len() > max {
-			return "", fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
+			return nil, fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			lineStart = false
 			continue
 		case err != nil:
-			return "", fmt.Errorf("read response head: %w", noEOF(err))
+			return nil, fmt.Errorf("read response head: %w", noEOF(err))
 		}
 		if lineStart && (len(line) == 1 || (len(line) == 2 && line[0] == '\r')) {
-			return bb.String(), nil
+			b := c.headBuf(bb.Len())
+			copy(b, bb.B)
+			return b, nil
 		}
 		lineStart = true
 	}
+}
+
+// headBuf returns c.head, taken or grown to n bytes.
+func (c *h1Conn) headBuf(n int) []byte {
+	if c.head == nil || cap(*c.head) < n {
+		h1.PutBuffer(c.head)
+		c.head = h1.GetBuffer(n)
+	}
+	return (*c.head)[:n]
 }
 
 // noEOF turns a clean EOF in the middle of a message into
@@ -599,16 +851,32 @@ func noEOF(err error) error {
 // copyResponse writes the status and streams the body to w. Errors wrap
 // errClientGone when the client could not be written.
 func (c *h1Conn) copyResponse(w http.ResponseWriter, rh *respHead, deadline time.Time, idle time.Duration) error {
-	w.WriteHeader(rh.code)
+	w.WriteHeader(rh.Status)
 	f, _ := w.(http.Flusher)
 	cp := copier{c: c, w: w, rw: w, f: f, dirty: true, deadline: deadline, idle: idle}
 	defer cp.release()
+	if err := cp.body(w, rh); err != nil {
+		return err
+	}
+	// The response's fields point into c.head, which goes back to its
+	// pool with the connection: they must be written now. For queue's
+	// HTTP/1.1 engine this write is the one it would make on return (head
+	// and body in one writev); net/http's HTTP/2 server copied the fields
+	// at WriteHeader.
+	if f != nil {
+		f.Flush()
+	}
+	return nil
+}
+
+// body copies the response body as its framing says.
+func (cp *copier) body(w http.ResponseWriter, rh *respHead) error {
 	switch {
-	case rh.chunked:
+	case rh.Chunked:
 		return cp.chunked(w.Header())
-	case rh.contentLength > 0:
-		return cp.n(rh.contentLength)
-	case rh.contentLength < 0 && rh.close:
+	case rh.ContentLength > 0:
+		return cp.n(rh.ContentLength)
+	case rh.ContentLength < 0 && rh.Close:
 		return cp.untilEOF()
 	}
 	return nil
@@ -774,7 +1042,7 @@ func (cp *copier) chunked(h http.Header) error {
 		if err != nil {
 			return err
 		}
-		size, ok := parseChunkSize(line)
+		size, ok := h1.ParseChunkSize(line)
 		if !ok {
 			return fmt.Errorf("%w: chunk size", errBadResponse)
 		}
@@ -823,7 +1091,7 @@ func (cp *copier) trailers(h http.Header) error {
 		if total += len(line); total > maxHeaderBytes {
 			return fmt.Errorf("%w: trailers too large", errBadResponse)
 		}
-		colon := indexByte(line, ':')
+		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
 			return fmt.Errorf("%w: trailer line", errBadResponse)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,13 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	out.Close = false
 	out.Header = r.Header
 	o.Apply(out.Header)
+	if r.ProtoMajor == 1 {
+		// The HTTP/1.1 engine's strings live as long as the request; the
+		// Transport's HPACK encoder keeps them for the connection's life.
+		ownStrings(out.Header)
+		u.Path, u.RawPath, u.RawQuery = strings.Clone(u.Path), strings.Clone(u.RawPath), strings.Clone(u.RawQuery)
+		out.Host, out.Method = strings.Clone(out.Host), strings.Clone(out.Method)
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent // else the Transport sends its own
 	}

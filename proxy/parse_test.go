@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/queue-dev/queue/h1"
 )
 
 // crlf turns the "\n" line ends of a test head into "\r\n".
@@ -23,15 +26,18 @@ func TestParseHead(t *testing.T) {
 		wantErr bool
 	}{
 		// Status line.
-		{name: "ok", in: "HTTP/1.1 200 OK\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
-		{name: "no reason", in: "HTTP/1.1 204\n\n", want: rh{code: 204, contentLength: -1}, wantH: http.Header{}},
-		{name: "empty reason", in: "HTTP/1.1 404 \n\n", want: rh{code: 404, contentLength: -1}, wantH: http.Header{}},
-		{name: "long reason", in: "HTTP/1.1 503 Service Unavailable, try later\n\n", want: rh{code: 503, contentLength: -1}, wantH: http.Header{}},
-		{name: "1xx", in: "HTTP/1.1 103 Early Hints\nLink: </a.css>; rel=preload\n\n", want: rh{code: 103, contentLength: -1}, wantH: http.Header{"Link": {"</a.css>; rel=preload"}}},
-		{name: "999", in: "HTTP/1.1 999 X\n\n", want: rh{code: 999, contentLength: -1}, wantH: http.Header{}},
-		{name: "bare lf", in: "HTTP/1.1 200 OK\nA: 1\n\n", bareLF: true, want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}}},
-		{name: "mixed line ends", in: "HTTP/1.1 200 OK\r\nA: 1\nB: 2\r\n\n", bareLF: true, want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}, "B": {"2"}}},
-		{name: "body after head ignored", in: "HTTP/1.1 200 OK\nA: 1\n\nB: 2\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{"A": {"1"}}},
+		{name: "ok", in: "HTTP/1.1 200 OK\n\n", want: rh{Status: 200, ContentLength: -1}, wantH: http.Header{}},
+		{name: "no reason", in: "HTTP/1.1 204\n\n", want: rh{Status: 204, ContentLength: -1}, wantH: http.Header{}},
+		{name: "empty reason", in: "HTTP/1.1 404 \n\n", want: rh{Status: 404, ContentLength: -1}, wantH: http.Header{}},
+		{name: "long reason", in: "HTTP/1.1 503 Service Unavailable, try later\n\n", want: rh{Status: 503, ContentLength: -1}, wantH: http.Header{}},
+		{name: "1xx", in: "HTTP/1.1 103 Early Hints\nLink: </a.css>; rel=preload\n\n", want: rh{Status: 103, ContentLength: -1}, wantH: http.Header{"Link": {"</a.css>; rel=preload"}}},
+		{name: "999", in: "HTTP/1.1 999 X\n\n", want: rh{Status: 999, ContentLength: -1}, wantH: http.Header{}},
+		// RFC 9112 section 2.2 lets a recipient accept a bare LF; queue
+		// does not, in either direction, so that no two parsers on the way
+		// can disagree on where a line ends.
+		{name: "bare lf", in: "HTTP/1.1 200 OK\nA: 1\n\n", bareLF: true, wantErr: true},
+		{name: "mixed line ends", in: "HTTP/1.1 200 OK\r\nA: 1\nB: 2\r\n\n", bareLF: true, wantErr: true},
+		{name: "body after head ignored", in: "HTTP/1.1 200 OK\nA: 1\n\nB: 2\n", want: rh{Status: 200, ContentLength: -1}, wantH: http.Header{"A": {"1"}}},
 		{name: "empty", in: "", wantErr: true},
 		{name: "short status", in: "HTTP/1.1 20 OK\n\n", wantErr: true},
 		{name: "status below 100", in: "HTTP/1.1 099 X\n\n", wantErr: true},
@@ -48,28 +54,28 @@ func TestParseHead(t *testing.T) {
 		{name: "leading empty line", in: "\nHTTP/1.1 200 OK\n\n", wantErr: true},
 
 		// Connection persistence.
-		{name: "http/1.0 closes", in: "HTTP/1.0 200 OK\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
-		{name: "http/1.0 keep-alive", in: "HTTP/1.0 200 OK\nConnection: Keep-Alive\nKeep-Alive: timeout=5\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
-		{name: "http/1.1 keep-alive is a no-op", in: "HTTP/1.1 200 OK\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1}, wantH: http.Header{}},
-		{name: "connection close", in: "HTTP/1.1 200 OK\nConnection: close\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
-		{name: "connection close in a list", in: "HTTP/1.1 200 OK\nConnection: foo, CLOSE\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
-		{name: "connection close on second line", in: "HTTP/1.1 200 OK\nConnection: foo\nConnection: close\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "http/1.0 closes", in: "HTTP/1.0 200 OK\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
+		{name: "http/1.0 keep-alive", in: "HTTP/1.0 200 OK\nConnection: Keep-Alive\nKeep-Alive: timeout=5\n\n", want: rh{Status: 200, ContentLength: -1, KeepAlive: 5 * time.Second}, wantH: http.Header{}},
+		{name: "http/1.1 keep-alive is a no-op", in: "HTTP/1.1 200 OK\nConnection: keep-alive\n\n", want: rh{Status: 200, ContentLength: -1}, wantH: http.Header{}},
+		{name: "connection close", in: "HTTP/1.1 200 OK\nConnection: close\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
+		{name: "connection close in a list", in: "HTTP/1.1 200 OK\nConnection: foo, CLOSE\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
+		{name: "connection close on second line", in: "HTTP/1.1 200 OK\nConnection: foo\nConnection: close\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
 		// On HTTP/1.0 close wins over keep-alive (RFC 9112 section 9.3;
 		// net/http's shouldClose agrees). Regression: c30d916 kept it alive.
-		{name: "http/1.0 close wins over keep-alive", in: "HTTP/1.0 200 OK\nConnection: close, keep-alive\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "http/1.0 close wins over keep-alive", in: "HTTP/1.0 200 OK\nConnection: close, keep-alive\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
 		// An HTTP/1.0 response with Transfer-Encoding must close the
 		// connection (RFC 9112 section 6.1), keep-alive or not. Regression:
 		// c30d916 let keep-alive clear close.
-		{name: "http/1.0 chunked closes despite keep-alive", in: "HTTP/1.0 200 OK\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+		{name: "http/1.0 chunked closes despite keep-alive", in: "HTTP/1.0 200 OK\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true, Close: true}, wantH: http.Header{}},
 		// A response with both Transfer-Encoding and Content-Length is not
 		// reused, whatever keep-alive says.
-		{name: "http/1.0 te and cl close despite keep-alive", in: "HTTP/1.0 200 OK\nContent-Length: 5\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
+		{name: "http/1.0 te and cl close despite keep-alive", in: "HTTP/1.0 200 OK\nContent-Length: 5\nTransfer-Encoding: chunked\nConnection: keep-alive\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true, Close: true}, wantH: http.Header{}},
 
 		// Content-Length.
-		{name: "content-length", in: "HTTP/1.1 200 OK\nContent-Length: 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
-		{name: "content-length zero", in: "HTTP/1.1 200 OK\ncontent-length:0\n\n", want: rh{code: 200, contentLength: 0}, wantH: http.Header{"Content-Length": {"0"}}},
-		{name: "content-length duplicate equal", in: "HTTP/1.1 200 OK\nContent-Length: 42\nContent-Length: 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
-		{name: "content-length equal list", in: "HTTP/1.1 200 OK\nContent-Length: 42, 42\n\n", want: rh{code: 200, contentLength: 42}, wantH: http.Header{"Content-Length": {"42, 42"}}},
+		{name: "content-length", in: "HTTP/1.1 200 OK\nContent-Length: 42\n\n", want: rh{Status: 200, ContentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
+		{name: "content-length zero", in: "HTTP/1.1 200 OK\ncontent-length:0\n\n", want: rh{Status: 200, ContentLength: 0}, wantH: http.Header{"Content-Length": {"0"}}},
+		{name: "content-length duplicate equal", in: "HTTP/1.1 200 OK\nContent-Length: 42\nContent-Length: 42\n\n", want: rh{Status: 200, ContentLength: 42}, wantH: http.Header{"Content-Length": {"42"}}},
+		{name: "content-length equal list", in: "HTTP/1.1 200 OK\nContent-Length: 42, 42\n\n", want: rh{Status: 200, ContentLength: 42}, wantH: http.Header{"Content-Length": {"42, 42"}}},
 		{name: "content-length duplicate different", in: "HTTP/1.1 200 OK\nContent-Length: 42\nContent-Length: 43\n\n", wantErr: true},
 		{name: "content-length different list", in: "HTTP/1.1 200 OK\nContent-Length: 42, 43\n\n", wantErr: true},
 		{name: "content-length negative", in: "HTTP/1.1 200 OK\nContent-Length: -1\n\n", wantErr: true},
@@ -79,45 +85,45 @@ func TestParseHead(t *testing.T) {
 		{name: "content-length too big", in: "HTTP/1.1 200 OK\nContent-Length: 9999999999999999999\n\n", wantErr: true},
 
 		// Transfer-Encoding.
-		{name: "chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
-		{name: "chunked upper case", in: "HTTP/1.1 200 OK\nTransfer-Encoding: Chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
-		{name: "gzip then chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
-		{name: "chunked on second line", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true}, wantH: http.Header{}},
-		{name: "chunked overrides content-length", in: "HTTP/1.1 200 OK\nContent-Length: 10\nTransfer-Encoding: chunked\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
-		{name: "chunked overrides later content-length", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 10\n\n", want: rh{code: 200, contentLength: -1, chunked: true, close: true}, wantH: http.Header{}},
-		{name: "chunked not last closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked, gzip\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
-		{name: "non-chunked te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
-		{name: "identity te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: identity\nContent-Length: 3\n\n", want: rh{code: 200, contentLength: -1, close: true}, wantH: http.Header{}},
+		{name: "chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{}},
+		{name: "chunked upper case", in: "HTTP/1.1 200 OK\nTransfer-Encoding: Chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{}},
+		{name: "gzip then chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{}},
+		{name: "chunked on second line", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\nTransfer-Encoding: chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{}},
+		{name: "chunked overrides content-length", in: "HTTP/1.1 200 OK\nContent-Length: 10\nTransfer-Encoding: chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true, Close: true}, wantH: http.Header{}},
+		{name: "chunked overrides later content-length", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nContent-Length: 10\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true, Close: true}, wantH: http.Header{}},
+		{name: "chunked not last closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked, gzip\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
+		{name: "non-chunked te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
+		{name: "identity te closes", in: "HTTP/1.1 200 OK\nTransfer-Encoding: identity\nContent-Length: 3\n\n", want: rh{Status: 200, ContentLength: -1, Close: true}, wantH: http.Header{}},
 
 		// Hop-by-hop fields.
 		{
 			name:  "hop-by-hop never added",
 			in:    "HTTP/1.1 200 OK\nKeep-Alive: timeout=5\nProxy-Connection: keep-alive\nTE: trailers\nHTTP2-Settings: AAMAAABkAAQAAP__\nConnection: keep-alive\nX-End: 1\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1, KeepAlive: 5 * time.Second},
 			wantH: http.Header{"X-End": {"1"}},
 		},
 		{
 			name:  "connection names a header",
 			in:    "HTTP/1.1 200 OK\nX-Hop: 1\nConnection: x-hop, X-Other\nX-Other: 2\nX-Hop: 3\nX-End: 4\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1},
 			wantH: http.Header{"X-End": {"4"}},
 		},
 		{
 			name:  "connection names a header and closes",
 			in:    "HTTP/1.1 200 OK\nConnection: X-Hop\nConnection: close\nX-Hop: 1\n\n",
-			want:  rh{code: 200, contentLength: -1, close: true},
+			want:  rh{Status: 200, ContentLength: -1, Close: true},
 			wantH: http.Header{},
 		},
 		{
 			name:  "connection with empty and invalid tokens",
 			in:    "HTTP/1.1 200 OK\nConnection: , a b,\"x\",\nX-End: 1\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1},
 			wantH: http.Header{"X-End": {"1"}},
 		},
 		{
 			name:  "upgrade",
 			in:    "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: Upgrade\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\n\n",
-			want:  rh{code: 101, contentLength: -1, upgrade: "websocket"},
+			want:  rh{Status: 101, ContentLength: -1, Upgrade: "websocket"},
 			wantH: http.Header{"Sec-Websocket-Accept": {"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="}},
 		},
 
@@ -125,19 +131,19 @@ func TestParseHead(t *testing.T) {
 		{
 			name:  "keys canonicalised, values trimmed",
 			in:    "HTTP/1.1 200 OK\ncontent-type:text/plain\nX-SPACES: \t a  b \t\nx-empty:\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1},
 			wantH: http.Header{"Content-Type": {"text/plain"}, "X-Spaces": {"a  b"}, "X-Empty": {""}},
 		},
 		{
 			name:  "set-cookie kept in order",
 			in:    "HTTP/1.1 200 OK\nSet-Cookie: a=1\nX-Between: x\nset-cookie: b=2\nSet-Cookie: c=3; Path=/\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1},
 			wantH: http.Header{"Set-Cookie": {"a=1", "b=2", "c=3; Path=/"}, "X-Between": {"x"}},
 		},
 		{
 			name:  "obs-text allowed",
 			in:    "HTTP/1.1 200 OK\nX-Latin: caf\xe9\n\n",
-			want:  rh{code: 200, contentLength: -1},
+			want:  rh{Status: 200, ContentLength: -1},
 			wantH: http.Header{"X-Latin": {"caf\xe9"}},
 		},
 		{name: "obs-fold rejected", in: "HTTP/1.1 200 OK\nX-A: 1\n 2\n\n", wantErr: true},
@@ -215,8 +221,8 @@ func TestHeadEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got, want := headEnd([]byte(tt.in)), tt.want; got != want {
-				t.Errorf("headEnd(%q) = %d, want %d", tt.in, got, want)
+			if got, want := h1.HeadEnd([]byte(tt.in)), tt.want; got != want {
+				t.Errorf("h1.HeadEnd(%q) = %d, want %d", tt.in, got, want)
 			}
 		})
 	}
@@ -254,9 +260,9 @@ func TestParseChunkSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := parseChunkSize([]byte(tt.in))
+			got, ok := h1.ParseChunkSize([]byte(tt.in))
 			if ok != tt.wantOK || (ok && got != tt.want) {
-				t.Errorf("parseChunkSize(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+				t.Errorf("h1.ParseChunkSize(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
@@ -284,7 +290,7 @@ func TestParseContentLength(t *testing.T) {
 		{name: "blank", in: " ", wantOK: false},
 		{name: "comma", in: ",", wantOK: false},
 		// A trailing empty list element is tolerated (RFC 9110 section 5.6.1).
-		{name: "trailing comma", in: "42,", want: 42, wantOK: true},
+		{name: "trailing comma", in: "42,", want: 0, wantOK: false}, // an empty list element: malformed
 		{name: "empty element", in: "42,,42", wantOK: false},
 		{name: "negative", in: "-1", wantOK: false},
 		{name: "plus", in: "+1", wantOK: false},
@@ -295,10 +301,20 @@ func TestParseContentLength(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := parseContentLength(tt.in)
+			got, ok := h1.ParseContentLength(tt.in)
 			if ok != tt.wantOK || (ok && got != tt.want) {
-				t.Errorf("parseContentLength(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+				t.Errorf("h1.ParseContentLength(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
+}
+
+// parseHead parses a response head given as a string, as readHead does.
+func parseHead(s string, h http.Header) (respHead, error) {
+	var vals []string
+	b := []byte(s)
+	if n := h1.HeadEnd(b); n > 0 {
+		b = b[:n] // readBlock passes the head alone
+	}
+	return parseResponse(b, h, &vals)
 }

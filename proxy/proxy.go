@@ -50,6 +50,11 @@ type Config struct {
 	// IdleTimeout bounds the wait between two reads of the response body.
 	// 0 means none.
 	IdleTimeout time.Duration
+	// IdleConnTimeout closes an HTTP/1.1 upstream connection that stayed
+	// idle this long (DefaultIdleConnTimeout explains the default queue
+	// uses). 0 means never by age alone; a connection is still closed
+	// before the upstream's advertised Keep-Alive timeout.
+	IdleConnTimeout time.Duration
 	// Logger receives the upstream's changes of state. nil discards.
 	Logger *slog.Logger
 }
@@ -89,7 +94,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	switch cfg.Protocol {
 	case "", HTTP1:
-		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes)
+		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes, cfg.IdleConnTimeout)
 	case H2C:
 		// net/http's Transport speaks h2c with prior knowledge when
 		// UnencryptedHTTP2 is its only protocol (Go 1.24).
@@ -138,20 +143,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	peer := peerAddr(r.RemoteAddr)
 	hop := headers.Hop{Peer: peer, TLS: r.TLS != nil, Trusted: p.trust.Contains(peer)}
 	o := headers.NewOutbound(r.Header, r.Host, hop)
-	// net/http accepts a request with both Content-Length and chunked
-	// Transfer-Encoding, drops the Content-Length and keeps the connection
-	// open, so bytes after the chunked body would be read as a second
-	// request (RFC 9112 section 6.3 says to close). It leaves no trace of the
-	// Content-Length for a handler to see, so every HTTP/1.x request with a
-	// Transfer-Encoding closes its connection after the response: chunked
-	// uploads over HTTP/1.1 are rare, and what follows one is never parsed.
-	// net/http ignores (and deletes) Transfer-Encoding on HTTP/1.0, so a
-	// keep-alive HTTP/1.0 request with a body closes too (RFC 9112 section
-	// 6.1: Transfer-Encoding in HTTP/1.0 is faulty framing).
-	closeAfter := r.ProtoMajor == 1 && (len(r.TransferEncoding) > 0 || r.ProtoMinor == 0 && r.ContentLength != 0)
-	if closeAfter {
-		w.Header()[headers.Connection] = connClose
-	}
+	// Request framing needs no guard here: the HTTP/1.1 engine (package h1)
+	// refuses Content-Length with Transfer-Encoding, and Transfer-Encoding
+	// in HTTP/1.0, with 400 (RFC 9112 sections 6.1 and 6.3), so a chunked
+	// upload read to its end keeps its connection.
 	var err error
 	if p.h1 != nil {
 		err = p.serveH1(w, r, &o)
@@ -159,7 +154,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = p.serveH2(w, r, &o)
 	}
 	if err != nil {
-		p.fail(w, r, err)
+		p.Fail(w, r, err)
 		return
 	}
 	if p.failing.Load() && p.failing.CompareAndSwap(true, false) {
@@ -207,9 +202,16 @@ func peerAddr(remote string) netip.Addr {
 	return netip.Addr{}
 }
 
-// fail answers a request that got no response: the status from StatusFor and
-// its text, never the error's. A client that went away gets nothing.
-func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+// Fail answers a request that failed with err before any response was
+// written: the status from StatusFor and its text as the body, never the
+// error's. It is the one writer of error responses on the request path: the
+// proxy's own failures and those of the layers in front of it (a full
+// limiter queue, a wait that timed out) all go through it. A client that went
+// away gets nothing: the connection is cut (HTTP/1.1) or the stream reset
+// (HTTP/2) by panicking with http.ErrAbortHandler, which the server
+// recovers. A 4xx, or a body the client may still be sending, closes an
+// HTTP/1.1 connection after the response.
+func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := StatusFor(err)
 	switch {
 	case code == StatusClientClosed:
@@ -231,13 +233,13 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 				slog.String("upstream", p.addr), slog.Int("status", code), slog.Any("err", err))
 		}
 	}
-	WriteError(w, code)
+	writeError(w, code)
 }
 
-// WriteError writes a complete error response: status code and its text as
+// writeError writes a complete error response: status code and its text as
 // a plain-text body. Headers already set on w are dropped, but for a
 // "Connection: close" that was decided before.
-func WriteError(w http.ResponseWriter, code int) {
+func writeError(w http.ResponseWriter, code int) {
 	h := w.Header()
 	closing := len(h[headers.Connection]) > 0
 	clear(h)

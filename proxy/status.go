@@ -12,16 +12,21 @@ import (
 const StatusClientClosed = 499
 
 // Unavailable is implemented by errors that mean "try again elsewhere": a
-// full queue, a deadline passed while waiting, a draining instance. They map
-// to 503.
+// full queue, a deadline passed while waiting for a slot. They map to 503.
+// Packages that may not import proxy (limit) define their own errors with
+// this method.
 type Unavailable interface{ Unavailable() bool }
 
 // StatusFor maps an error from serving a request to the status the client
-// gets. It is the only place that does so.
+// gets. It is the only place that does so: the proxy's own failures, the
+// limiter's errors (which the chain package hands to [Proxy.Fail]) and the
+// access log's "nothing was written" all go through it.
 //
 //	client went away (context canceled)         499, nothing is written
+//	an Unavailable error (limit.ErrQueueFull,   503
+//	  limit.ErrQueueTimeout)
+//	a request queue refuses                     400
 //	deadline exceeded, or a net.Error timeout   504
-//	an Unavailable error                        503
 //	anything else (refused, reset, EOF, junk)   502
 func StatusFor(err error) int {
 	var u Unavailable

@@ -100,6 +100,30 @@ func (c *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return c.cert.Load(), nil
 }
 
+// TLSOptions narrow the server's TLS configuration, as an operator's
+// policy asks (Knative's QUEUE_PROXY_TLS_* variables). The zero value is
+// TLSConfig's defaults.
+type TLSOptions struct {
+	// MinVersion raises the floor above TLS 1.2; below it, 1.2 stays.
+	MinVersion uint16
+	// MaxVersion caps the version; 0 means the newest crypto/tls knows.
+	MaxVersion uint16
+	// CipherSuites, when set, are the TLS 1.2 suites allowed (crypto/tls
+	// does not let TLS 1.3's be chosen).
+	CipherSuites []uint16
+	// CurvePreferences, when set, are the key exchanges allowed, in order.
+	CurvePreferences []tls.CurveID
+}
+
+// ServerTLSConfig is TLSConfig with o applied.
+func (c *CertReloader) ServerTLSConfig(o TLSOptions) *tls.Config {
+	cfg := c.TLSConfig(o.MinVersion)
+	cfg.MaxVersion = o.MaxVersion
+	cfg.CipherSuites = o.CipherSuites
+	cfg.CurvePreferences = o.CurvePreferences
+	return cfg
+}
+
 // TLSConfig returns a server configuration that serves the reloaded pair,
 // offers HTTP/2 and HTTP/1.1 by ALPN, and accepts TLS 1.2 or newer
 // (minVersion, when higher, raises the floor).

@@ -32,7 +32,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, c *h1Conn, rh *respHead) error {
 
 	bw := brw.Writer
 	bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ")
-	bw.WriteString(rh.upgrade)
+	bw.WriteString(rh.Upgrade)
 	bw.WriteString("\r\n")
 	w.Header().Write(bw)
 	bw.WriteString("\r\n")

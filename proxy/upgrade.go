@@ -1,4 +1,4 @@
-//lint:file-ignore SA1019 net/http serves h2c only with prior knowledge; "Upgrade: h2c" (CONTRACT section 1) still needs x/net's ServeConn with UpgradeRequest.
+//lint:file-ignore SA1019 net/http serves h2c only with prior knowledge; "Upgrade: h2c" (docs/contract.md section 1.2) still needs x/net's ServeConn with UpgradeRequest.
 
 package proxy
 

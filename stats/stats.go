@@ -205,39 +205,102 @@ func (w *responseWriter) Status() int { return w.status }
 // deadlines, full duplex).
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Duration histogram buckets, in seconds (Prometheus' defaults).
-var bucketsSec = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+// DurationBuckets are the upper bounds, in seconds, of the request
+// duration histograms: the boundaries Knative's queue-proxy gives
+// kn.serving.invocation.duration, which are also those OpenTelemetry's
+// semantic conventions advise for http.server.request.duration, so that
+// dashboards built for either read queue's histograms unchanged.
+var DurationBuckets = [...]float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-var bucketsMicros = func() (b [len(bucketsSec)]int64) {
-	for i, s := range bucketsSec {
+var bucketsMicros = func() (b [len(DurationBuckets)]int64) {
+	for i, s := range DurationBuckets {
 		b[i] = int64(s * 1e6)
 	}
 	return b
 }()
 
-// classes are the status classes; index 0 is "none" (nothing written).
-var classes = [...]string{"none", "1xx", "2xx", "3xx", "4xx", "5xx"}
+// Status codes the histogram keeps apart: 100 to 599. A request that wrote
+// nothing (the client went away) counts as 499, as the access log says.
+const (
+	minCode    = 100
+	maxCode    = 599
+	codeNoneAs = 499
+)
 
-type histogram struct {
-	counts [len(classes)][len(bucketsSec) + 1]atomic.Uint64 // last: +Inf
-	sum    [len(classes)]atomic.Int64                       // microseconds
+// codeHistogram is the duration histogram of one status code.
+type codeHistogram struct {
+	counts [len(DurationBuckets) + 1]atomic.Uint64 // last: +Inf
+	sum    atomic.Int64                            // microseconds
 }
 
-func classOf(status int) int {
-	if c := status / 100; c >= 1 && c <= 5 {
-		return c
+// histogram keeps one codeHistogram per status code, made the first time
+// the code is seen: a handful of codes ever occur, so the cost is a few
+// hundred bytes each, and an observation is two atomic adds.
+type histogram struct {
+	byCode [maxCode - minCode + 1]atomic.Pointer[codeHistogram]
+}
+
+func codeOf(status int) int {
+	if status < minCode || status > maxCode {
+		return codeNoneAs
 	}
-	return 0
+	return status
 }
 
 func (h *histogram) observe(status int, micros int64) {
-	c := classOf(status)
+	slot := &h.byCode[codeOf(status)-minCode]
+	ch := slot.Load()
+	if ch == nil {
+		slot.CompareAndSwap(nil, new(codeHistogram))
+		ch = slot.Load()
+	}
 	i := 0
 	for i < len(bucketsMicros) && micros > bucketsMicros[i] {
 		i++
 	}
-	h.counts[c][i].Add(1)
-	h.sum[c].Add(micros)
+	ch.counts[i].Add(1)
+	ch.sum.Add(micros)
+}
+
+// AppendDurationHistogram appends, in the Prometheus text format, the
+// request duration histogram under name, one series per status code
+// (label http_response_status_code), each series also carrying labels (a
+// ready label list without braces, or empty). Codes never seen have no
+// series.
+func (s *Recorder) AppendDurationHistogram(b []byte, name, help, labels string) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, " histogram\n"...)
+	for i := range s.hist.byCode {
+		ch := s.hist.byCode[i].Load()
+		if ch == nil {
+			continue
+		}
+		var counts [len(DurationBuckets) + 1]uint64
+		var total uint64
+		for j := range counts {
+			counts[j] = ch.counts[j].Load()
+			total += counts[j]
+		}
+		lbl := labels
+		if lbl != "" {
+			lbl += ","
+		}
+		lbl += `http_response_status_code="` + strconv.Itoa(i+minCode) + `"`
+		var cum uint64
+		for j, le := range DurationBuckets {
+			cum += counts[j]
+			b = fmt.Appendf(b, "%s_bucket{%s,le=\"%s\"} %d\n", name, lbl, strconv.FormatFloat(le, 'g', -1, 64), cum)
+		}
+		b = fmt.Appendf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, lbl, total)
+		b = fmt.Appendf(b, "%s_sum{%s} %s\n", name, lbl, strconv.FormatFloat(float64(ch.sum.Load())/1e6, 'g', -1, 64))
+		b = fmt.Appendf(b, "%s_count{%s} %d\n", name, lbl, total)
+	}
+	return b
 }
 
 // Gauges a caller adds to the Prometheus text, such as the limiter's depth.
@@ -282,31 +345,8 @@ func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
 	gauge("queue_depth", "Requests waiting for a concurrency slot now.", float64(depth))
 	gauge("queue_process_uptime_seconds", "Seconds since queue started.", time.Since(s.t0).Seconds())
 
-	const name = "http_server_request_duration_seconds"
-	b = append(b, "# HELP "+name+" Duration of requests from arrival to the end of the response, by status class.\n# TYPE "+name+" histogram\n"...)
-	for c := range classes {
-		var total uint64
-		counts := make([]uint64, len(bucketsSec)+1)
-		for i := range counts {
-			counts[i] = s.hist.counts[c][i].Load()
-			total += counts[i]
-		}
-		if total == 0 {
-			continue
-		}
-		lbl := `status_class="` + classes[c] + `"`
-		if labels != "" {
-			lbl = labels + "," + lbl
-		}
-		var cum uint64
-		for i, le := range bucketsSec {
-			cum += counts[i]
-			b = fmt.Appendf(b, "%s_bucket{%s,le=\"%s\"} %d\n", name, lbl, strconv.FormatFloat(le, 'g', -1, 64), cum)
-		}
-		b = fmt.Appendf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, lbl, total)
-		b = fmt.Appendf(b, "%s_sum{%s} %s\n", name, lbl, strconv.FormatFloat(float64(s.hist.sum[c].Load())/1e6, 'g', -1, 64))
-		b = fmt.Appendf(b, "%s_count{%s} %d\n", name, lbl, total)
-	}
+	b = s.AppendDurationHistogram(b, "http_server_request_duration_seconds",
+		"Duration of requests from arrival to the end of the response, by status code.", labels)
 	_, err := w.Write(b)
 	return err
 }

@@ -203,8 +203,8 @@ func TestHandler(t *testing.T) {
 	for _, want := range []string{
 		`queue_depth{revision="r1"} 3`,
 		`queue_active_requests{revision="r1"} 0`,
-		`http_server_request_duration_seconds_count{revision="r1",status_class="2xx"} 1`,
-		`http_server_request_duration_seconds_bucket{revision="r1",status_class="2xx",le="+Inf"} 1`,
+		`http_server_request_duration_seconds_count{revision="r1",http_response_status_code="201"} 1`,
+		`http_server_request_duration_seconds_bucket{revision="r1",http_response_status_code="201",le="+Inf"} 1`,
 		"# TYPE queue_requests_per_second gauge",
 	} {
 		if !strings.Contains(b.String(), want) {

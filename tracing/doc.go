@@ -1,5 +1,5 @@
 // Package tracing makes queue a participant in distributed traces
-// (CONTRACT section 3, "Trace context"): for every proxied request it starts
+// (docs/contract.md section 3, "Trace context"): for every proxied request it starts
 // an OpenTelemetry server span as a child of the incoming trace context,
 // rewrites the request's trace headers so that the upstream sees that span as
 // its parent, and exports finished spans over OTLP/HTTP with protobuf
@@ -14,7 +14,7 @@
 //   - OTEL_EXPORTER_OTLP_ENDPOINT (base URL; /v1/traces is appended) or
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is): with either set, or
 //     with OTEL_TRACES_EXPORTER=otlp, tracing is on. With none of them set,
-//     tracing is off: "no endpoint, no export" (CONTRACT section 1).
+//     tracing is off: "no endpoint, no export" (docs/contract.md section 1.4).
 //   - OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION (gzip or
 //     none), _PROTOCOL: only http/protobuf, the default, is supported;
 //     http/json and grpc are refused with an error that names the variable.
@@ -47,7 +47,7 @@
 //   - It touches no OpenTelemetry globals: no otel.SetTracerProvider, no
 //     otel.SetTextMapPropagator, no otel.SetErrorHandler. Export failures are
 //     logged to Config.Logger once per change of state, as a failing upstream
-//     is (CONTRACT section 6).
+//     is (docs/contract.md section 6).
 //   - It does not wrap the http.ResponseWriter (STYLE section 2 allows one
 //     wrapper on the hot path, and it belongs to whoever needs it most). The
 //     span records http.response.status_code only when the ResponseWriter that

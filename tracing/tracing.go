@@ -57,6 +57,7 @@ type Tracer struct {
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
 	stale    []string
+	fields   []string // canonical names of the fields the propagators read
 	exporter *exporter
 }
 
@@ -110,6 +111,7 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 		tracer:   provider.Tracer(instrumentationName),
 		prop:     props.prop,
 		stale:    props.stale,
+		fields:   canonicalFields(props.prop.Fields()),
 		exporter: exp,
 	}, nil
 }
@@ -182,8 +184,8 @@ type StatusReporter interface {
 	Status() int
 }
 
-// Handler returns next wrapped in a server span (CONTRACT section 3, "Trace
-// context"). Per request it:
+// Handler returns next wrapped in a server span (docs/contract.md section 3,
+// "Trace context"). Per request it:
 //
 //   - extracts the incoming context from r.Header with the propagators of
 //     OTEL_PROPAGATORS;
@@ -206,6 +208,16 @@ func (t *Tracer) Handler(next http.Handler) http.Handler {
 			r.Header = http.Header{}
 		}
 		carrier := propagation.HeaderCarrier(r.Header)
+		// The request's strings may live only as long as the request (the
+		// HTTP/1.1 engine's, package h1); what the propagators keep
+		// (tracestate, baggage) outlives it in an exported span: copies.
+		for _, f := range t.fields {
+			if vv, ok := r.Header[f]; ok {
+				for i, v := range vv {
+					vv[i] = strings.Clone(v)
+				}
+			}
+		}
 		ctx := t.prop.Extract(r.Context(), carrier)
 		name, method := methodName(r.Method)
 		ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
@@ -292,19 +304,22 @@ func methodName(m string) (string, attribute.KeyValue) {
 // requestAttributes are the server span's request attributes (semantic
 // conventions, "HTTP server span"). client.address is the peer: queue's
 // caller, not a client named in X-Forwarded-For.
+//
+// Every string is copied: the span outlives the request, whose strings
+// may point into a buffer that is reused (package h1).
 func requestAttributes(r *http.Request, method attribute.KeyValue) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs, method)
 	if method == semconv.HTTPRequestMethodOther {
-		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(r.Method))
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(strings.Clone(r.Method)))
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	attrs = append(attrs, semconv.URLScheme(scheme), semconv.URLPath(r.URL.Path))
+	attrs = append(attrs, semconv.URLScheme(scheme), semconv.URLPath(strings.Clone(r.URL.Path)))
 	if host, port := splitHostPort(r.Host); host != "" {
-		attrs = append(attrs, semconv.ServerAddress(host))
+		attrs = append(attrs, semconv.ServerAddress(strings.Clone(host)))
 		if port > 0 {
 			attrs = append(attrs, semconv.ServerPort(port))
 		}
@@ -324,7 +339,7 @@ func requestAttributes(r *http.Request, method attribute.KeyValue) []attribute.K
 		}
 	}
 	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+		attrs = append(attrs, semconv.UserAgentOriginal(strings.Clone(ua)))
 	}
 	return attrs
 }
@@ -344,7 +359,7 @@ func splitHostPort(hostport string) (string, int) {
 }
 
 // exporter logs export failures once per change of state, as queue does for
-// a failing upstream (CONTRACT section 6), and keeps the last export's
+// a failing upstream (docs/contract.md section 6), and keeps the last export's
 // error for Shutdown. It returns nil to the batch processor, which would
 // otherwise hand the error to OpenTelemetry's global error handler, and
 // that writes unstructured lines through the log package.
@@ -374,3 +389,11 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 }
 
 var _ sdktrace.SpanExporter = (*exporter)(nil)
+
+func canonicalFields(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = http.CanonicalHeaderKey(n)
+	}
+	return out
+}

@@ -15,8 +15,8 @@ import (
 	"github.com/queue-dev/queue/proxy"
 )
 
-// Config is queue's validated configuration. Its fields are the flags of
-// ../../../shared/CONTRACT.md section 1.
+// Config is queue's validated configuration: the flags of docs/contract.md
+// section 1 (README, "Flags"), with what the Knative environment fills in.
 type Config struct {
 	Upstream             string // host:port, ":8080" already turned into 127.0.0.1:8080
 	UpstreamProtocol     string // proxy.HTTP1 or proxy.H2C
@@ -31,6 +31,7 @@ type Config struct {
 	Timeout              time.Duration
 	ResponseStartTimeout time.Duration
 	IdleTimeout          time.Duration
+	UpstreamIdleTimeout  time.Duration // closes idle upstream HTTP/1.1 connections; 0: never
 	Probe                string
 	ProbePeriod          time.Duration
 	DrainQuietPeriod     time.Duration
@@ -43,6 +44,9 @@ type Config struct {
 	AccessLog            bool
 	PProf                bool
 	Version              bool
+	// KnativeMode is true when knativeModeVar is set: queue runs as
+	// Knative Serving's queue-proxy and takes Knative's defaults.
+	KnativeMode bool
 	// Labels are the revision labels of the metrics and logs, from the
 	// Knative environment.
 	Labels Labels
@@ -52,6 +56,8 @@ type Config struct {
 	KnativeCertDir string
 	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION).
 	TLSMinVersion uint16
+	// Knative is what the rest of the Knative environment sets (knative.go).
+	Knative Knative
 	// Prober, when set, replaces the one --probe describes
 	// (SERVING_READINESS_PROBE), with its thresholds.
 	Prober                             probe.Prober
@@ -73,57 +79,153 @@ func configErrorf(format string, a ...any) error {
 	return &ConfigError{msg: fmt.Sprintf(format, a...)}
 }
 
-// parseConfig reads flags from args and, for each flag not given, its
-// QUEUE_* variable through getenv. Flags win over the environment, the
-// environment over defaults.
-func parseConfig(args []string, getenv func(string) string) (Config, error) {
+// knativeModeVar decides the mode. Knative Serving's reconciler sets it on
+// every queue-proxy container it makes (the revision the pod belongs to),
+// and nothing outside Knative has a reason to: with it set, queue is in
+// Knative mode and takes Knative's defaults (defaultConfig); without it,
+// queue is standalone (behind Docker, a plain Kubernetes Service, a
+// developer's terminal). The other Knative variables (USER_PORT, ...) are
+// read in either mode; only the defaults differ.
+const knativeModeVar = "SERVING_REVISION"
+
+// Defaults that differ between the modes.
+const (
+	// Knative's autoscaler scrapes the Stat protobuf at the pod's :9090,
+	// and Knative's queue-proxy waits 30 s after SIGTERM for the network
+	// to stop sending (docs/contract.md section 4).
+	knativeStatsListen      = ":9090"
+	knativeDrainQuietPeriod = 30 * time.Second
+	// Standalone, nothing reads the Stat protobuf, so it stays on loopback,
+	// and off 9090, which is Prometheus' own default port: a Prometheus on
+	// the same host (or in the same pod) would otherwise fail to start, or
+	// queue would. No quiet period: SIGTERM (docker stop) closes the
+	// listeners at once, in-flight requests finish, and queue exits well
+	// inside Docker's 10 s stop timeout. Ask for a quiet period when a load
+	// balancer needs time to see the 503 probes (the Kubernetes sample
+	// does).
+	standaloneStatsListen      = "127.0.0.1:8023"
+	standaloneDrainQuietPeriod = 0
+)
+
+// knativeVars are the Knative variables that fill a flag's value in either
+// mode when neither the flag nor its QUEUE_* variable is given (knative.go
+// reads them). Help and error messages name them.
+var knativeVars = map[string]string{
+	"upstream":               "USER_PORT",
+	"listen":                 "QUEUE_SERVING_PORT",
+	"tls-listen":             "QUEUE_SERVING_TLS_PORT",
+	"concurrency":            "CONTAINER_CONCURRENCY",
+	"timeout":                "REVISION_TIMEOUT_SECONDS",
+	"response-start-timeout": "REVISION_RESPONSE_START_TIMEOUT_SECONDS",
+	"idle-timeout":           "REVISION_IDLE_TIMEOUT_SECONDS",
+	"probe":                  "SERVING_READINESS_PROBE",
+	"log-level":              "SERVING_LOGGING_LEVEL",
+}
+
+// defaultConfig is the configuration before any flag or variable: the
+// standalone defaults, or Knative mode's.
+func defaultConfig(knative bool) Config {
 	c := Config{
 		UpstreamProtocol: proxy.HTTP1,
 		Listen:           ":8012",
 		TLSListen:        ":8112",
+		// All interfaces: the kubelet calls the preStop hook
+		// (/wait-for-drain) and the liveness probe (/live) at the pod IP.
 		AdminListen:      ":8022",
-		StatsListen:      ":9090",
+		StatsListen:      standaloneStatsListen,
 		MetricsListen:    ":9091",
 		Timeout:          300 * time.Second,
 		Probe:            "tcp",
-		DrainQuietPeriod: 30 * time.Second,
+		DrainQuietPeriod: standaloneDrainQuietPeriod,
 		MaxConnections:   10000,
 		LogFormat:        "json",
 		LogLevel:         "info",
 		KnativeCertDir:   DefaultKnativeCertDir,
+		KnativeMode:      knative,
+	}
+	if knative {
+		c.StatsListen = knativeStatsListen
+		c.DrainQuietPeriod = knativeDrainQuietPeriod
 	}
 	c.TrustedProxies, _ = headers.ParseTrust(headers.DefaultTrust)
-	queueDepth, drainTimeout := -1, time.Duration(-1)
+	// Under the keep-alive timeouts of common app servers, so that the
+	// upstream rarely closes a connection first (proxy.DefaultIdleConnTimeout).
+	c.UpstreamIdleTimeout = proxy.DefaultIdleConnTimeout
+	return c
+}
 
+// unset is the value of --queue-depth and --drain-timeout until parsing
+// gives them one; their defaults depend on other flags.
+type unset struct {
+	queueDepth   int
+	drainTimeout time.Duration
+}
+
+// computedDefaults is the default that --help shows for the flags whose
+// default is not a value of its own.
+var computedDefaults = map[string]string{
+	"upstream":      "required",
+	"queue-depth":   "10*concurrency",
+	"drain-timeout": "--timeout",
+}
+
+// newFlagSet defines queue's flags on a new FlagSet, bound to c and u. Each
+// usage string is the flag's one-line meaning, with its argument's name in
+// backquotes (flag.UnquoteUsage); --help is made from it (writeUsage).
+func newFlagSet(c *Config, u *unset) *flag.FlagSet {
+	u.queueDepth, u.drainTimeout = -1, -1
 	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Var(addrValue{&c.Upstream, true}, "upstream", "")
-	fs.Var(enumValue{&c.UpstreamProtocol, []string{proxy.HTTP1, proxy.H2C}}, "upstream-protocol", "")
-	fs.Var(addrValue{&c.Listen, false}, "listen", "")
-	fs.Var(addrValue{&c.TLSListen, false}, "tls-listen", "")
-	fs.Var(stringValue{&c.TLSCert}, "tls-cert", "")
-	fs.Var(stringValue{&c.TLSKey}, "tls-key", "")
-	fs.Var(addrValue{&c.AdminListen, false}, "admin-listen", "")
-	fs.Var(addrValue{&c.StatsListen, false}, "stats-listen", "")
-	fs.Var(addrValue{&c.MetricsListen, false}, "metrics-listen", "")
-	fs.Var(intValue{&c.Concurrency}, "concurrency", "")
-	fs.Var(intValue{&queueDepth}, "queue-depth", "")
-	fs.Var(durationValue{&c.Timeout}, "timeout", "")
-	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "")
-	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "")
-	fs.Var(probeValue{&c.Probe}, "probe", "")
-	fs.Var(durationValue{&c.ProbePeriod}, "probe-period", "")
-	fs.Var(durationValue{&c.DrainQuietPeriod}, "drain-quiet-period", "")
-	fs.Var(durationValue{&drainTimeout}, "drain-timeout", "")
-	fs.Var(intValue{&c.MaxConnections}, "max-connections", "")
-	fs.Var(trustValue{&c.TrustedProxies}, "trusted-proxies", "")
-	fs.Var(rateValue{&c.TraceSampleRate}, "trace-sample-rate", "")
-	fs.Var(enumValue{&c.LogFormat, []string{"json", "text"}}, "log-format", "")
-	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "")
-	fs.Var(boolValue{&c.AccessLog}, "access-log", "")
-	fs.Var(boolValue{&c.PProf}, "pprof", "")
-	fs.Var(boolValue{&c.Version}, "version", "")
-	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "")
+	fs.Var(addrValue{&c.Upstream, true}, "upstream", "the user container at `ADDR` (host:port); :8080 means 127.0.0.1:8080")
+	fs.Var(enumValue{&c.UpstreamProtocol, []string{proxy.HTTP1, proxy.H2C}}, "upstream-protocol", "speak `PROTO` to the upstream, whatever the client speaks: http1 (HTTP/1.1) or h2c (HTTP/2 with prior knowledge)")
+	fs.Var(addrValue{&c.Listen, false}, "listen", "serve HTTP/1.1 and h2c (prior knowledge and Upgrade) on `ADDR`")
+	fs.Var(addrValue{&c.TLSListen, false}, "tls-listen", "serve TLS (HTTP/2 and HTTP/1.1) on `ADDR`; on only with a certificate")
+	fs.Var(stringValue{&c.TLSCert}, "tls-cert", "PEM certificate `FILE`, re-read when it changes; needs --tls-key")
+	fs.Var(stringValue{&c.TLSKey}, "tls-key", "PEM private key `FILE` of --tls-cert")
+	fs.Var(addrValue{&c.AdminListen, false}, "admin-listen", "serve GET /ready, /live, /wait-for-drain (and /debug/pprof/ with --pprof) on `ADDR`")
+	fs.Var(addrValue{&c.StatsListen, false}, "stats-listen", "serve Knative's autoscaler Stat (protobuf at /metrics) on `ADDR`")
+	fs.Var(addrValue{&c.MetricsListen, false}, "metrics-listen", "serve the Prometheus text at /metrics on `ADDR`")
+	fs.Var(intValue{&c.Concurrency}, "concurrency", "let at most `N` requests be in flight to the upstream; 0 = unlimited")
+	fs.Var(intValue{&u.queueDepth}, "queue-depth", "let at most `N` requests wait for a slot; needs --concurrency")
+	fs.Var(durationValue{&c.Timeout}, "timeout", "limit each request to `D`; 0 = none")
+	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "limit the wait for the first response byte to `D`, at most --timeout; 0 = none")
+	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the time between two response writes to `D`, at most --timeout; 0 = none")
+	fs.Var(durationValue{&c.UpstreamIdleTimeout}, "upstream-idle-timeout", "close an upstream connection idle for `D`; 0 = never")
+	fs.Var(probeValue{&c.Probe}, "probe", "check the upstream's readiness with `SPEC`: tcp, http:/path, grpc or none")
+	fs.Var(durationValue{&c.ProbePeriod}, "probe-period", "probe once per `D`; 0 = every 2 ms until ready, then every second")
+	fs.Var(durationValue{&c.DrainQuietPeriod}, "drain-quiet-period", "after SIGTERM, serve until no request came for `D`; 0 = close the listeners at once")
+	fs.Var(durationValue{&u.drainTimeout}, "drain-timeout", "then wait at most `D` for in-flight requests and upgraded connections; 0 = no limit")
+	fs.Var(intValue{&c.MaxConnections}, "max-connections", "keep at most `N` client connections open; one more is closed at once")
+	fs.Var(trustValue{&c.TrustedProxies}, "trusted-proxies", "keep Forwarded and X-Forwarded-* from peers in `CIDRS` (comma-separated), or none")
+	fs.Var(rateValue{&c.TraceSampleRate}, "trace-sample-rate", "start a new trace for a share `F` (0 to 1) of requests; needs OTEL_EXPORTER_OTLP_ENDPOINT")
+	fs.Var(enumValue{&c.LogFormat, []string{"json", "text"}}, "log-format", "write log lines as `FORMAT`: json or text")
+	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
+	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
+	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")
+	fs.Var(boolValue{&c.Version}, "version", "print the version, commit and Go version, and exit")
+	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "read Knative's tls.crt and tls.key from `DIR` when both exist and no --tls-cert is given")
+	return fs
+}
+
+// parseConfig reads flags from args and, for each flag not given, its
+// QUEUE_* variable through getenv; then the Knative variables fill what is
+// still unset, and the mode's defaults the rest. Flags win over QUEUE_*
+// variables, those over Knative's variables, those over defaults. Every
+// mistake, and every combination in which a setting would be silently
+// ignored, is a *ConfigError (exit 2); --help is flag.ErrHelp.
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	return parseConfigFrom(args, getenv, nil)
+}
+
+// parseConfigFrom is parseConfig with other defaults: base, when not nil,
+// changes the mode's defaults before the flags are read (queue demo).
+func parseConfigFrom(args []string, getenv func(string) string, base func(*Config)) (Config, error) {
+	c := defaultConfig(getenv(knativeModeVar) != "")
+	if base != nil {
+		base(&c)
+	}
+	var u unset
+	fs := newFlagSet(&c, &u)
 
 	if err := fs.Parse(args); err != nil {
 		return c, flagError(err)
@@ -131,11 +233,11 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if fs.NArg() > 0 {
 		return c, configErrorf("unexpected argument %q: queue takes only flags (see --help)", fs.Arg(0))
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	src := sources{getenv: getenv, from: map[string]string{}}
+	fs.Visit(func(f *flag.Flag) { src.from[f.Name] = "--" + f.Name })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || envErr != nil {
+		if src.from[f.Name] != "" || envErr != nil {
 			return
 		}
 		name := envName(f.Name)
@@ -146,7 +248,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		if err := fs.Set(f.Name, v); err != nil {
 			envErr = configErrorf("invalid value %q for %s (--%s): %v", v, name, f.Name, err)
 		}
-		given[f.Name] = true
+		src.from[f.Name] = name
 	})
 	if envErr != nil {
 		return c, envErr
@@ -155,6 +257,10 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		return c, nil
 	}
 	c.Getenv = getenv
+	given := map[string]bool{}
+	for name := range src.from {
+		given[name] = true
+	}
 	if err := applyKnative(&c, given, getenv); err != nil {
 		return c, err
 	}
@@ -162,21 +268,167 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if c.Upstream == "" {
 		return c, configErrorf("missing --upstream (or QUEUE_UPSTREAM, or Knative's USER_PORT): want the user container's host:port, such as :8080")
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return c, configErrorf("--tls-cert and --tls-key go together: want both PEM files or neither")
+	if u.queueDepth < 0 {
+		u.queueDepth = 10 * c.Concurrency
 	}
-	if queueDepth < 0 {
-		queueDepth = 10 * c.Concurrency
+	c.QueueDepth = u.queueDepth
+	if u.drainTimeout < 0 {
+		u.drainTimeout = c.Timeout
 	}
-	c.QueueDepth = queueDepth
-	if drainTimeout < 0 {
-		drainTimeout = c.Timeout
-	}
-	c.DrainTimeout = drainTimeout
-	if c.MaxConnections == 0 {
-		return c, configErrorf("invalid value 0 for --max-connections: want a positive number of connections")
+	c.DrainTimeout = u.drainTimeout
+	if err := c.validate(src); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// sources tells where each setting came from, so that an error names what
+// the operator wrote.
+type sources struct {
+	getenv func(string) string
+	from   map[string]string // flag name -> "--flag" or its QUEUE_* variable
+}
+
+func (s sources) given(name string) bool { return s.from[name] != "" }
+
+// of names the origin of a flag's value and the value: "--listen :8012",
+// "QUEUE_LISTEN :8012", "QUEUE_SERVING_PORT :8012" or, for a default,
+// "--listen :8012 (the default)".
+func (s sources) of(name, value string) string {
+	if from := s.from[name]; from != "" {
+		return from + " " + value
+	}
+	if v := knativeVars[name]; v != "" && s.getenv(v) != "" {
+		return v + " (" + value + ")"
+	}
+	return "--" + name + " " + value + " (the default)"
+}
+
+// validate refuses what cannot work and every combination in which a
+// setting would have no effect. Each message names the flags (or
+// variables) and the form expected.
+func (c *Config) validate(src sources) error {
+	if c.MaxConnections == 0 {
+		return configErrorf("invalid value 0 for --max-connections: want a positive number of connections")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return configErrorf("--tls-cert and --tls-key go together: want both PEM files or neither")
+	}
+	if src.given("tls-cert") && src.given("knative-cert-dir") {
+		return configErrorf("%s is not used with %s: want --tls-cert/--tls-key or --knative-cert-dir, not both",
+			src.of("knative-cert-dir", c.KnativeCertDir), src.of("tls-cert", c.TLSCert))
+	}
+	if src.given("tls-listen") && c.TLSCert == "" {
+		return configErrorf("%s has no certificate to serve: want --tls-cert and --tls-key (or tls.crt and tls.key in --knative-cert-dir %s), or no --tls-listen",
+			src.of("tls-listen", c.TLSListen), c.KnativeCertDir)
+	}
+	if src.given("queue-depth") && c.Concurrency == 0 {
+		return configErrorf("%s needs a concurrency limit: want --concurrency N (N > 0) too, or no --queue-depth (without a limit nothing waits)",
+			src.of("queue-depth", strconv.Itoa(c.QueueDepth)))
+	}
+	if src.given("probe-period") && c.Probe == "none" {
+		return configErrorf("%s with --probe none: want a probe (tcp, http:/path, grpc), or no --probe-period",
+			src.of("probe-period", fmtDuration(c.ProbePeriod)))
+	}
+	// Knative's own pair of values is taken as it comes: the reconciler
+	// accepted it, and refusing it would crash-loop the revision. Whichever
+	// limit comes first ends the request, as with Knative's queue-proxy.
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"response-start-timeout", c.ResponseStartTimeout}, {"idle-timeout", c.IdleTimeout}} {
+		if c.Timeout > 0 && t.d > c.Timeout && (src.given(t.name) || src.given("timeout")) {
+			return configErrorf("%s is longer than %s, which ends the request first: want at most --timeout, or 0 (none)",
+				src.of(t.name, fmtDuration(t.d)), src.of("timeout", fmtDuration(c.Timeout)))
+		}
+	}
+	if src.given("trace-sample-rate") {
+		env := src.getenv
+		if env("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && env("OTEL_TRACES_EXPORTER") == "" {
+			return configErrorf("%s with tracing off: want OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp) too",
+				src.of("trace-sample-rate", strconv.FormatFloat(c.TraceSampleRate, 'g', -1, 64)))
+		}
+		if env("OTEL_TRACES_SAMPLER") != "" {
+			return configErrorf("%s and OTEL_TRACES_SAMPLER %s both choose the sampler: want one of them",
+				src.of("trace-sample-rate", strconv.FormatFloat(c.TraceSampleRate, 'g', -1, 64)), env("OTEL_TRACES_SAMPLER"))
+		}
+	}
+	return c.validateAddrs(src)
+}
+
+// validateAddrs refuses two listeners on one port and an upstream that is
+// one of queue's own listeners (every request would loop).
+func (c *Config) validateAddrs(src sources) error {
+	type listener struct{ name, addr string }
+	lns := []listener{{"listen", c.Listen}}
+	if c.TLSCert != "" {
+		lns = append(lns, listener{"tls-listen", c.TLSListen})
+	}
+	lns = append(lns, listener{"admin-listen", c.AdminListen}, listener{"stats-listen", c.StatsListen},
+		listener{"metrics-listen", c.MetricsListen})
+	for i, a := range lns {
+		for _, b := range lns[:i] {
+			if port, ok := sharePort(a.addr, b.addr); ok {
+				return configErrorf("%s and %s both take port %s: want a different port for each listener",
+					src.of(b.name, b.addr), src.of(a.name, a.addr), port)
+			}
+		}
+	}
+	// Only a loopback upstream is surely this host: another address or a
+	// name may be another container (docker compose) on the same port.
+	uhost, uport, _ := net.SplitHostPort(c.Upstream)
+	if ip := net.ParseIP(uhost); !strings.EqualFold(uhost, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return nil
+	}
+	uhost = "localhost" // every loopback address reaches a listener on any of them
+	for _, l := range lns {
+		if port, ok := sharePort(net.JoinHostPort(uhost, uport), l.addr); ok {
+			return configErrorf("%s is queue's own %s: every request would come back to queue; want the user container's port, not %s",
+				src.of("upstream", c.Upstream), src.of(l.name, l.addr), port)
+		}
+	}
+	return nil
+}
+
+// sharePort reports whether two listen addresses would collide: the same
+// port (not 0, which the kernel picks) on overlapping hosts. An empty
+// host, 0.0.0.0 and :: are every address; localhost is every loopback
+// address.
+func sharePort(a, b string) (string, bool) {
+	ah, ap, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", false
+	}
+	bh, bp, err := net.SplitHostPort(b)
+	if err != nil || ap != bp {
+		return "", false
+	}
+	if n, err := strconv.Atoi(ap); err != nil || n == 0 {
+		return "", false
+	}
+	return ap, hostsOverlap(ah, bh)
+}
+
+func hostsOverlap(a, b string) bool {
+	wildcard := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || (ip != nil && ip.IsUnspecified())
+	}
+	local := func(h string) bool {
+		ip := net.ParseIP(h)
+		return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+	}
+	switch {
+	case wildcard(a) || wildcard(b):
+		return true
+	case strings.EqualFold(a, "localhost") && local(b), strings.EqualFold(b, "localhost") && local(a):
+		return true
+	}
+	ia, ib := net.ParseIP(a), net.ParseIP(b)
+	if ia != nil && ib != nil {
+		return ia.Equal(ib)
+	}
+	return strings.EqualFold(a, b)
 }
 
 // envName is the environment fallback of a flag: --drain-quiet-period ->
@@ -198,6 +450,15 @@ func flagError(err error) error {
 	msg = strings.Replace(msg, "for flag -", "for --", 1)
 	msg = strings.Replace(msg, "flag needs an argument: -", "flag needs an argument: --", 1)
 	return configErrorf("%s", msg)
+}
+
+// fmtDuration writes whole seconds as seconds (300s, not 5m0s), as the
+// README and the Knative variables count them.
+func fmtDuration(d time.Duration) string {
+	if d != 0 && d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
 }
 
 type stringValue struct{ p *string }
@@ -286,7 +547,7 @@ func (v durationValue) String() string {
 	if v.p == nil {
 		return ""
 	}
-	return v.p.String()
+	return fmtDuration(*v.p)
 }
 
 func (v durationValue) Set(s string) error {

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,14 +49,123 @@ func TestParseConfig(t *testing.T) {
 			if got, want := c.Upstream, "127.0.0.1:8080"; got != want {
 				t.Errorf("Upstream = %q, want %q", got, want)
 			}
+			// Standalone: the Stat off Prometheus' 9090, on loopback.
 			if c.Listen != ":8012" || c.TLSListen != ":8112" || c.AdminListen != ":8022" ||
-				c.StatsListen != ":9090" || c.MetricsListen != ":9091" {
+				c.StatsListen != "127.0.0.1:8023" || c.MetricsListen != ":9091" {
 				t.Errorf("ports = %s %s %s %s %s", c.Listen, c.TLSListen, c.AdminListen, c.StatsListen, c.MetricsListen)
 			}
 			if c.UpstreamProtocol != "http1" || c.Timeout != 300*time.Second || c.DrainTimeout != 300*time.Second ||
-				c.DrainQuietPeriod != 30*time.Second || c.MaxConnections != 10000 || c.Probe != "tcp" ||
-				c.LogFormat != "json" || c.LogLevel != "info" {
+				c.DrainQuietPeriod != 0 || c.MaxConnections != 10000 || c.Probe != "tcp" ||
+				c.LogFormat != "json" || c.LogLevel != "info" || c.KnativeMode {
 				t.Errorf("defaults wrong: %+v", c)
+			}
+		},
+	}, {
+		name: "Knative mode keeps Knative's defaults",
+		env:  map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "svc-00001"},
+		check: func(t *testing.T, c Config) {
+			if !c.KnativeMode {
+				t.Errorf("SERVING_REVISION set but not in Knative mode")
+			}
+			if got, want := c.StatsListen, ":9090"; got != want {
+				t.Errorf("StatsListen = %q, want %q (the autoscaler scrapes it)", got, want)
+			}
+			if got, want := c.DrainQuietPeriod, 30*time.Second; got != want {
+				t.Errorf("DrainQuietPeriod = %v, want %v", got, want)
+			}
+			if c.MetricsListen != ":9091" || c.AdminListen != ":8022" {
+				t.Errorf("ports %s %s, want :9091 :8022", c.MetricsListen, c.AdminListen)
+			}
+		},
+	}, {
+		name: "flags win over Knative mode's defaults",
+		args: []string{"--stats-listen", "127.0.0.1:9999", "--drain-quiet-period", "2s"},
+		env:  map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "svc-00001"},
+		check: func(t *testing.T, c Config) {
+			if c.StatsListen != "127.0.0.1:9999" || c.DrainQuietPeriod != 2*time.Second {
+				t.Errorf("stats %s quiet %v, want the flags'", c.StatsListen, c.DrainQuietPeriod)
+			}
+		},
+	}, {
+		name: "USER_PORT alone is standalone",
+		env:  map[string]string{"USER_PORT": "8080"},
+		check: func(t *testing.T, c Config) {
+			if c.KnativeMode || c.StatsListen != "127.0.0.1:8023" || c.DrainQuietPeriod != 0 {
+				t.Errorf("mode %v stats %s quiet %v, want standalone defaults", c.KnativeMode, c.StatsListen, c.DrainQuietPeriod)
+			}
+		},
+	}, {
+		name: "one port on two distinct addresses",
+		args: []string{"--upstream", ":8080", "--listen", "127.0.0.1:7000", "--admin-listen", "[::1]:7000",
+			"--stats-listen", "127.0.0.2:7000", "--metrics-listen", "127.0.0.1:0"},
+		check: func(t *testing.T, c Config) {
+			if c.Listen != "127.0.0.1:7000" || c.AdminListen != "[::1]:7000" || c.StatsListen != "127.0.0.2:7000" {
+				t.Errorf("listeners %s %s %s", c.Listen, c.AdminListen, c.StatsListen)
+			}
+		},
+	}, {
+		name: "an upstream in another container on queue's port",
+		args: []string{"--upstream", "app:8012"},
+		check: func(t *testing.T, c Config) {
+			if c.Upstream != "app:8012" || c.Listen != ":8012" {
+				t.Errorf("upstream %s listen %s", c.Upstream, c.Listen)
+			}
+		},
+	}, {
+		name: "port 0 twice",
+		args: []string{"--upstream", ":8080", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"},
+		check: func(t *testing.T, c Config) {
+			if c.Listen != "127.0.0.1:0" || c.AdminListen != "127.0.0.1:0" {
+				t.Errorf("listeners %s %s", c.Listen, c.AdminListen)
+			}
+		},
+	}, {
+		name: "the TLS port is free while TLS is off",
+		args: []string{"--upstream", ":8080", "--listen", ":8112"},
+		check: func(t *testing.T, c Config) {
+			if c.Listen != ":8112" {
+				t.Errorf("Listen = %s", c.Listen)
+			}
+		},
+	}, {
+		name: "Knative's TLS port without a certificate",
+		env:  map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "r", "QUEUE_SERVING_TLS_PORT": "8112"},
+		check: func(t *testing.T, c Config) {
+			if c.TLSCert != "" || c.TLSListen != ":8112" {
+				t.Errorf("TLS %q on %s, want off", c.TLSCert, c.TLSListen)
+			}
+		},
+	}, {
+		name: "queue depth with a concurrency limit",
+		args: []string{"--upstream", ":8080", "--concurrency", "2", "--queue-depth", "0"},
+		check: func(t *testing.T, c Config) {
+			if c.Concurrency != 2 || c.QueueDepth != 0 {
+				t.Errorf("concurrency %d depth %d", c.Concurrency, c.QueueDepth)
+			}
+		},
+	}, {
+		name: "response start timeout within the timeout, or with none",
+		args: []string{"--upstream", ":8080", "--timeout", "0", "--response-start-timeout", "1h", "--idle-timeout", "2h"},
+		check: func(t *testing.T, c Config) {
+			if c.Timeout != 0 || c.ResponseStartTimeout != time.Hour || c.IdleTimeout != 2*time.Hour {
+				t.Errorf("timeouts %v %v %v", c.Timeout, c.ResponseStartTimeout, c.IdleTimeout)
+			}
+		},
+	}, {
+		name: "Knative's own timeouts are taken as they come",
+		env:  map[string]string{"USER_PORT": "8080", "REVISION_TIMEOUT_SECONDS": "60", "REVISION_IDLE_TIMEOUT_SECONDS": "120"},
+		check: func(t *testing.T, c Config) {
+			if c.Timeout != time.Minute || c.IdleTimeout != 2*time.Minute {
+				t.Errorf("timeouts %v %v", c.Timeout, c.IdleTimeout)
+			}
+		},
+	}, {
+		name: "a sample rate with tracing on",
+		args: []string{"--upstream", ":8080", "--trace-sample-rate", "0.5"},
+		env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+		check: func(t *testing.T, c Config) {
+			if c.TraceSampleRate != 0.5 {
+				t.Errorf("TraceSampleRate = %v", c.TraceSampleRate)
 			}
 		},
 	}, {
@@ -123,6 +234,42 @@ func TestConfigErrors(t *testing.T) {
 		{"unreadable cert", append([]string{"--upstream", ":8080", "--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", junk}, ports...), nil, []string{"--tls-cert", "PEM"}},
 		{"junk cert", append([]string{"--upstream", ":8080", "--tls-cert", junk, "--tls-key", junk}, ports...), nil, []string{"--tls-cert", "PEM"}},
 		{"stray argument", []string{"--upstream", ":8080", "extra"}, nil, []string{"extra"}},
+		{"no connections", []string{"--upstream", ":8080", "--max-connections", "0"}, nil, []string{"--max-connections", "positive"}},
+		// Combinations in which a setting would be silently ignored, or
+		// cannot work.
+		{"two listeners on one port", []string{"--upstream", ":8080", "--listen", ":7000", "--admin-listen", "127.0.0.1:7000"}, nil,
+			[]string{"--listen :7000", "--admin-listen 127.0.0.1:7000", "port 7000"}},
+		{"two listeners on all addresses", []string{"--upstream", ":8080", "--listen", "0.0.0.0:7000", "--metrics-listen", "[::]:7000"}, nil,
+			[]string{"--listen", "--metrics-listen", "port 7000"}},
+		{"a listener on a default port", []string{"--upstream", ":8080", "--admin-listen", ":9091"}, nil,
+			[]string{"--metrics-listen :9091 (the default)", "--admin-listen :9091"}},
+		{"a listener on localhost and loopback", []string{"--upstream", ":8080", "--listen", "localhost:7000", "--stats-listen", "127.0.0.1:7000"}, nil,
+			[]string{"--listen", "--stats-listen", "port 7000"}},
+		{"two listeners on one port from the environment", []string{"--upstream", ":8080"}, []string{"QUEUE_STATS_LISTEN=:8012"},
+			[]string{"QUEUE_STATS_LISTEN :8012", "--listen :8012"}},
+		{"TLS on the serving port", []string{"--upstream", ":8080", "--tls-cert", junk, "--tls-key", junk, "--tls-listen", ":8012"}, nil,
+			[]string{"--listen", "--tls-listen", "port 8012"}},
+		{"upstream is queue itself", []string{"--upstream", ":8012"}, nil, []string{"--upstream 127.0.0.1:8012", "--listen :8012"}},
+		{"upstream is queue's admin port", []string{"--upstream", "localhost:7000", "--admin-listen", "127.0.0.1:7000"}, nil,
+			[]string{"--upstream localhost:7000", "--admin-listen 127.0.0.1:7000"}},
+		{"queue depth without concurrency", []string{"--upstream", ":8080", "--queue-depth", "5"}, nil, []string{"--queue-depth", "--concurrency"}},
+		{"queue depth without concurrency, from the environment", []string{"--upstream", ":8080"}, []string{"QUEUE_QUEUE_DEPTH=5"},
+			[]string{"QUEUE_QUEUE_DEPTH", "--concurrency"}},
+		{"key without cert", []string{"--upstream", ":8080", "--tls-key", junk}, nil, []string{"--tls-cert", "--tls-key"}},
+		{"TLS port without a certificate", []string{"--upstream", ":8080", "--tls-listen", ":8443"}, nil, []string{"--tls-listen", "--tls-cert"}},
+		{"certificate and Knative's directory", []string{"--upstream", ":8080", "--tls-cert", junk, "--tls-key", junk, "--knative-cert-dir", dir}, nil,
+			[]string{"--knative-cert-dir", "--tls-cert"}},
+		{"probe period without a probe", []string{"--upstream", ":8080", "--probe", "none", "--probe-period", "5s"}, nil,
+			[]string{"--probe-period", "--probe none"}},
+		{"response start timeout past the timeout", []string{"--upstream", ":8080", "--timeout", "30s", "--response-start-timeout", "1m"}, nil,
+			[]string{"--response-start-timeout 60s", "--timeout 30s"}},
+		{"idle timeout past Knative's timeout", []string{"--idle-timeout", "2m"}, []string{"USER_PORT=8080", "REVISION_TIMEOUT_SECONDS=60"},
+			[]string{"--idle-timeout 120s", "REVISION_TIMEOUT_SECONDS (60s)"}},
+		{"sample rate with tracing off", []string{"--upstream", ":8080", "--trace-sample-rate", "0.1"}, nil,
+			[]string{"--trace-sample-rate", "OTEL_EXPORTER_OTLP_ENDPOINT"}},
+		{"sample rate and OpenTelemetry's sampler", []string{"--upstream", ":8080", "--trace-sample-rate", "0.1"},
+			[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_TRACES_SAMPLER=always_on"}, []string{"--trace-sample-rate", "OTEL_TRACES_SAMPLER"}},
+		{"demo with an upstream", []string{"demo", "--upstream", ":8080"}, nil, []string{"demo", "--upstream"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,5 +330,58 @@ func TestVersion(t *testing.T) {
 	}
 	if s := string(out); !strings.HasPrefix(s, "queue ") || !strings.Contains(s, "commit ") || !strings.Contains(s, "go1.") {
 		t.Errorf("--version printed %q, want version, commit and Go version", s)
+	}
+}
+
+// TestHelp: --help lists every flag defined on the FlagSet, on its own
+// line with its QUEUE_* variable, then its meaning; and the signals and
+// exit codes. It is made from the FlagSet, so this guards the generator.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		t.Run(arg, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			if got, want := run([]string{arg}, env(nil), &stdout, &stderr), 0; got != want {
+				t.Fatalf("%s exit status %d, want %d; stderr %q", arg, got, want, stderr.String())
+			}
+			help := stdout.String()
+			lines := strings.Split(help, "\n")
+			var c Config
+			var u unset
+			n := 0
+			newFlagSet(&c, &u).VisitAll(func(f *flag.Flag) {
+				n++
+				_, meaning := flag.UnquoteUsage(f)
+				i := slices.IndexFunc(lines, func(l string) bool {
+					return strings.HasPrefix(l, "  --"+f.Name+" ") || l == "  --"+f.Name
+				})
+				if i < 0 {
+					t.Errorf("--help has no line for --%s", f.Name)
+					return
+				}
+				if !strings.Contains(lines[i], envName(f.Name)) {
+					t.Errorf("--help line %q lacks %s", lines[i], envName(f.Name))
+				}
+				if meaning == "" || i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != meaning {
+					t.Errorf("--help: --%s is not followed by its meaning %q", f.Name, meaning)
+				}
+			})
+			if n < 28 {
+				t.Errorf("the FlagSet has %d flags, want at least 28", n)
+			}
+			for _, want := range []string{
+				"127.0.0.1:8023; Knative mode: :9090", // both modes' defaults
+				"default 0s; Knative mode: 30s",
+				"QUEUE_TIMEOUT (Knative: REVISION_TIMEOUT_SECONDS), default 300s",
+				"QUEUE_UPSTREAM (Knative: USER_PORT), required",
+				"SIGTERM", "SIGINT", "second SIGTERM or SIGINT", "SERVING_REVISION",
+				"0  drained", "1  a runtime failure", "2  a configuration error",
+			} {
+				if !strings.Contains(help, want) {
+					t.Errorf("--help lacks %q", want)
+				}
+			}
+		})
 	}
 }

@@ -17,16 +17,14 @@ func parseConfigDemo(args []string, getenv func(string) string, demo bool) (Conf
 	if !demo {
 		return parseConfig(args, getenv)
 	}
-	defaults := []string{
-		"--upstream", "127.0.0.1:1", // replaced by the echo's address
-		"--listen", "127.0.0.1:8012",
-		"--admin-listen", "127.0.0.1:8022",
-		"--stats-listen", "127.0.0.1:9090",
-		"--metrics-listen", "127.0.0.1:9091",
-		"--tls-listen", "127.0.0.1:8112",
-		"--drain-quiet-period", "0s",
-	}
-	return parseConfig(append(defaults, args...), getenv)
+	// Defaults, not flags: a flag of the demo's own wins, and
+	// --tls-listen without a certificate stays no mistake.
+	return parseConfigFrom(args, getenv, func(c *Config) {
+		c.Upstream = "127.0.0.1:1" // replaced by the echo's address
+		c.Listen, c.TLSListen, c.AdminListen = "127.0.0.1:8012", "127.0.0.1:8112", "127.0.0.1:8022"
+		c.StatsListen, c.MetricsListen = "127.0.0.1:8023", "127.0.0.1:9091"
+		c.DrainQuietPeriod = 0
+	})
 }
 
 // demoUpstream is an echo server: it answers every request with what it

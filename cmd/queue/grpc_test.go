@@ -154,7 +154,7 @@ func TestGRPCUnary(t *testing.T) {
 		{name: "small", size: 10, md: metadata.Pairs("x-test-meta", "two"), wantXFF: "127.0.0.1"},
 		{name: "1 MiB", size: 1 << 20, md: metadata.Pairs("x-test-meta", "three"), wantXFF: "127.0.0.1"},
 		{name: "repeated metadata", size: 3, md: metadata.Pairs("x-test-meta", "a", "x-test-meta", "b"), wantXFF: "127.0.0.1"},
-		// Loopback is a trusted proxy by default (CONTRACT.md): its
+		// Loopback is a trusted proxy by default (docs/contract.md section 1.1): its
 		// X-Forwarded-For is kept and queue appends the peer.
 		{
 			name: "x-forwarded-for from a trusted peer", size: 3,

@@ -24,7 +24,7 @@ func echoed(t *testing.T, c *http.Client, url string, hdr map[string]string) ech
 
 func (e echoReply) get(k string) string { return strings.Join(e.Headers[k], ",") }
 
-// TestHeaders checks CONTRACT section 3 end to end, through each ingress
+// TestHeaders checks docs/contract.md section 3 end to end, through each ingress
 // mode, against what a real upstream received.
 func TestHeaders(t *testing.T) {
 	t.Parallel()

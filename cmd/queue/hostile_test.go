@@ -117,8 +117,8 @@ func TestSmuggling(t *testing.T) {
 	t.Parallel()
 	const post = "POST / HTTP/1.1\r\nHost: a\r\n"
 	const chunkedHead = post + "Transfer-Encoding: chunked\r\n\r\n"
-	// teCL is a request with both framings: net/http takes the chunked
-	// body; queue must then close the connection (proxy.go's guard).
+	// teCL is a request with both framings: RFC 9112 section 6.3 lets a
+	// server reject it, and queue does (400, then close).
 	teCL := func(te string) string {
 		return post + "Content-Length: 4\r\nTransfer-Encoding: " + te + "\r\n\r\n0\r\n\r\n"
 	}
@@ -143,12 +143,9 @@ func TestSmuggling(t *testing.T) {
 			t.Errorf("upstream proto = %q, want %q", got, want)
 		}
 	}
-	emptyBody := func(t *testing.T, seen []hostileSeen) {
-		if len(seen) != 1 {
-			t.Fatalf("upstream saw %d requests, want 1", len(seen))
-		}
-		if seen[0].bodyLen != 0 {
-			t.Errorf("upstream body = %d bytes, want 0 (the chunked body is empty)", seen[0].bodyLen)
+	noRequest := func(t *testing.T, seen []hostileSeen) {
+		if len(seen) != 0 {
+			t.Fatalf("upstream saw %d requests, want none", len(seen))
 		}
 	}
 	cases := []struct {
@@ -161,9 +158,9 @@ func TestSmuggling(t *testing.T) {
 		check func(t *testing.T, seen []hostileSeen)
 	}{
 		// Content-Length together with Transfer-Encoding.
-		{name: "CL shorter than the chunked body", raw: teCL("chunked"), pipeline: true, want: 200, check: emptyBody},
-		{name: "CL covering the pipelined request", raw: post + "Content-Length: " + strconv.Itoa(5+len(hostileSmuggled)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", pipeline: true, want: 200, check: emptyBody},
-		{name: "TE before CL", raw: post + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n", pipeline: true, want: 200, check: emptyBody},
+		{name: "CL shorter than the chunked body", raw: teCL("chunked"), pipeline: true, want: 400, check: noRequest},
+		{name: "CL covering the pipelined request", raw: post + "Content-Length: " + strconv.Itoa(5+len(hostileSmuggled)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "TE before CL", raw: post + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
 		{name: "TE Chunked in another case", raw: teCL("Chunked"), pipeline: true},
 		{name: "TE chunked with trailing space", raw: teCL("chunked "), pipeline: true},
 		{name: "TE chunked after a tab", raw: post + "Content-Length: 4\r\nTransfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n", pipeline: true},
@@ -207,40 +204,11 @@ func TestSmuggling(t *testing.T) {
 		{name: "chunk data longer than its size", raw: chunkedHead + "3\r\nabcdef\r\n0\r\n\r\n", pipeline: true, want: 400},
 
 		// Header lines.
-		// net/http replaces an obs-fold with a space, which RFC 9112
-		// section 5.2 allows a recipient to do; the upstream must get one
-		// line without CR or LF, and no second request.
-		{name: "obs-fold", raw: "GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n 2\r\nConnection: close\r\n\r\n", want: 200, check: func(t *testing.T, seen []hostileSeen) {
-			if len(seen) != 1 {
-				t.Fatalf("upstream saw %d requests, want 1", len(seen))
-			}
-			if got, want := seen[0].header.Get("X-A"), "1 2"; got != want {
-				t.Errorf("upstream X-A = %q, want %q", got, want)
-			}
-			for k, vv := range seen[0].header {
-				for _, v := range vv {
-					if strings.ContainsAny(v, "\r\n") {
-						t.Errorf("upstream %s = %q carries CR or LF", k, v)
-					}
-				}
-			}
-		}},
-		// A folded line that looks like Transfer-Encoding is part of the
-		// previous header's value; Content-Length frames the body.
-		{name: "obs-fold hiding Transfer-Encoding", raw: post + "Content-Length: 5\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", want: 200, check: func(t *testing.T, seen []hostileSeen) {
-			if len(seen) != 1 {
-				t.Fatalf("upstream saw %d requests, want 1", len(seen))
-			}
-			if v, ok := seen[0].header["Transfer-Encoding"]; ok {
-				t.Errorf("upstream saw Transfer-Encoding: %q", v)
-			}
-			if got, want := seen[0].header.Get("X-A"), "1 Transfer-Encoding: chunked"; got != want {
-				t.Errorf("upstream X-A = %q, want %q", got, want)
-			}
-			if got, want := seen[0].bodyLen, int64(5); got != want {
-				t.Errorf("upstream body = %d bytes, want %d", got, want)
-			}
-		}},
+		// obs-fold: RFC 9112 section 5.2 lets a server reject it or replace
+		// it with spaces; queue rejects it, as HAProxy does, so that no
+		// parser behind it can read the folded line as a field of its own.
+		{name: "obs-fold", raw: "GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n 2\r\nConnection: close\r\n\r\n", want: 400, check: noRequest},
+		{name: "obs-fold hiding Transfer-Encoding", raw: post + "Content-Length: 5\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", want: 400, check: noRequest},
 		{name: "obs-fold into Host", raw: "GET / HTTP/1.1\r\nHost: a\r\n Transfer-Encoding: chunked\r\n\r\n", pipeline: true, want: 400},
 		{name: "NUL in a header value", raw: withHeader("X-A: a\x00b"), pipeline: true, want: 400},
 		{name: "SOH in a header value", raw: withHeader("X-A: a\x01b"), pipeline: true, want: 400},
@@ -269,7 +237,7 @@ func TestSmuggling(t *testing.T) {
 		// (README, Decisions), and Upgrade/HTTP2-Settings never reach the
 		// upstream. With a Content-Length, the connection may stay open.
 		{name: "Upgrade h2c with a body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: 5\r\n\r\nhello", want: 200, check: noUpgradeHeaders},
-		{name: "Upgrade h2c with a chunked body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 200, check: noUpgradeHeaders},
+		{name: "Upgrade h2c with a chunked body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", want: 200, check: noUpgradeHeaders},
 	}
 	t.Logf("%d hostile request cases", len(cases))
 	for _, tt := range cases {
@@ -748,6 +716,11 @@ func TestFloods(t *testing.T) {
 		// connection is closed by queue before any byte is read.
 		open := func(wait time.Duration) (net.Conn, bool) {
 			c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+			if errors.Is(err, syscall.ECONNRESET) {
+				// Refused so fast that the reset beat the end of the
+				// dial: the same answer as a reset on the first read.
+				return nil, false
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,15 +2,20 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/queue-dev/queue/probe"
@@ -27,7 +32,7 @@ const knativeH2CPort = "8013"
 
 // applyKnative fills what no flag and no QUEUE_* variable set from the
 // environment Knative Serving's reconciler gives its queue-proxy container
-// (CONTRACT section 1, "Knative environment"). given reports the flags that
+// (docs/contract.md section 1.3, "Knative environment"). given reports the flags that
 // were set. Every malformed value is a ConfigError naming the variable.
 func applyKnative(c *Config, given map[string]bool, getenv func(string) string) error {
 	port := func(name string) (string, error) {
@@ -108,6 +113,9 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		c.TLSMinVersion = tls.VersionTLS13
 	default:
 		return configErrorf("invalid value %q for QUEUE_PROXY_TLS_MIN_VERSION: want 1.2 or 1.3", v)
+	}
+	if err := applyKnativeRest(c, given, getenv); err != nil {
+		return err
 	}
 	c.Labels = Labels{
 		Namespace:     getenv("SERVING_NAMESPACE"),
@@ -288,4 +296,341 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 		return probe.TCP{Addr: addr(p.TCPSocket.Host, int(p.TCPSocket.Port)), Timeout: timeout}, nil
 	}
 	return probe.TCP{Addr: addr("", 0), Timeout: timeout}, nil
+}
+
+// knativeEnv lists the 27 variables Knative Serving's reconciler gives its
+// queue-proxy container (makeQueueContainer in
+// pkg/reconciler/revision/resources/queue.go, v0.50), in its order, each
+// with what queue does with it. README's "Use with Knative" table says the
+// same (TestKnativeVarsDocumented), the startup line "knative environment"
+// lists the ones set, and knativetest/ checks the list against Knative's
+// own reconciler.
+var knativeEnv = [...]struct{ name, use string }{
+	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, logs); k8s_namespace_name on kn_* metrics and target_info"},
+	{"SERVING_SERVICE", "revision label service; kn_service_name; the traces' default service name"},
+	{"SERVING_CONFIGURATION", "revision label configuration; kn_configuration_name"},
+	{"SERVING_REVISION", "revision label revision; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
+	{"QUEUE_SERVING_PORT", "--listen :PORT; 8013 also means --upstream-protocol h2c"},
+	{"QUEUE_SERVING_TLS_PORT", "--tls-listen :PORT"},
+	{"CONTAINER_CONCURRENCY", "--concurrency (queue depth 10 times it, as Knative's breaker)"},
+	{"REVISION_TIMEOUT_SECONDS", "--timeout, and so the default --drain-timeout; 0 means none"},
+	{"REVISION_RESPONSE_START_TIMEOUT_SECONDS", "--response-start-timeout"},
+	{"REVISION_IDLE_TIMEOUT_SECONDS", "--idle-timeout"},
+	{"SERVING_POD", "revision label pod; k8s_pod_name; pod_name of the autoscaler's Stat"},
+	{"SERVING_POD_IP", "pod_ip on log lines; .Revision.PodIP in the request log template"},
+	{"SERVING_LOGGING_CONFIG", "zap's JSON configuration: its level sets --log-level and its encoding (json, console) --log-format; the rest (outputs, encoder keys) is zap's and ignored"},
+	{"SERVING_LOGGING_LEVEL", "--log-level; wins over SERVING_LOGGING_CONFIG's level, as in Knative; zap's dpanic, panic and fatal mean error"},
+	{"USER_PORT", "--upstream 127.0.0.1:PORT"},
+	{"SYSTEM_NAMESPACE", "ignored: the namespace of Knative's control plane, where its ConfigMaps live; queue reads none"},
+	{"SERVING_READINESS_PROBE", "the readiness probe (tcpSocket, httpGet, grpc); exec is refused"},
+	{"HOST_IP", "ignored: the node's address; Knative's queue-proxy reads it nowhere either (it is there for extensions and node agents)"},
+	{"ENABLE_HTTP2_AUTO_DETECTION", "ignored: HTTP readiness probes speak HTTP/1.1; an h2c-only container is probed with tcpSocket or grpc"},
+	{"ENABLE_HTTP_FULL_DUPLEX", "checked to be true or false, else ignored: queue's HTTP/1.1 path is always full duplex (request body and response stream at once)"},
+	{"ROOT_CA", "ignored: the CA Knative's queue-proxy extensions (QPOptions) trust; queue has no extensions, and its OTLP exporter takes OTEL_EXPORTER_OTLP_CERTIFICATE"},
+	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3 (unset: 1.2; Knative's queue-proxy: 1.3)"},
+	{"QUEUE_PROXY_TLS_MAX_VERSION", "TLS ceiling, 1.2 or 1.3"},
+	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
+	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
+	{"ENABLE_MULTI_CONTAINER_PROBES", "SERVING_READINESS_PROBE may be an array of probes, all of which must pass"},
+	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof); see below for what is not supported"},
+}
+
+// Knative holds what the Knative environment sets beyond queue's flags.
+type Knative struct {
+	// TLSMaxVersion, TLSCipherSuites and TLSCurves narrow the TLS server
+	// (QUEUE_PROXY_TLS_*).
+	TLSMaxVersion   uint16
+	TLSCipherSuites []uint16
+	TLSCurves       []tls.CurveID
+	// RequestLog, when set, shapes each access log line: Knative's
+	// request-log template from OBSERVABILITY_CONFIG.
+	RequestLog *template.Template
+	// Notes are settings queue accepts but cannot honour, logged at
+	// startup as warnings.
+	Notes []string
+}
+
+// tlsOptions is the TLS server policy that flags and Knative set.
+func (c Config) tlsOptions() proxy.TLSOptions {
+	return proxy.TLSOptions{MinVersion: c.TLSMinVersion, MaxVersion: c.Knative.TLSMaxVersion,
+		CipherSuites: c.Knative.TLSCipherSuites, CurvePreferences: c.Knative.TLSCurves}
+}
+
+// logKnative writes the line that says which Knative variables were set
+// and what queue did with them, then a warning per setting queue cannot
+// honour. Without any Knative variable it writes nothing.
+func logKnative(log *slog.Logger, c Config) {
+	getenv := c.Getenv
+	if getenv == nil {
+		return
+	}
+	var attrs []slog.Attr
+	for _, v := range knativeEnv {
+		if getenv(v.name) != "" {
+			attrs = append(attrs, slog.String(v.name, v.use))
+		}
+	}
+	if len(attrs) == 0 {
+		return
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "knative environment", attrs...)
+	for _, n := range c.Knative.Notes {
+		log.LogAttrs(context.Background(), slog.LevelWarn, n)
+	}
+}
+
+// zapLevel maps a zap level name onto queue's --log-level.
+func zapLevel(v string) (string, bool) {
+	switch strings.ToLower(v) {
+	case "debug", "info", "warn", "error":
+		return strings.ToLower(v), true
+	case "dpanic", "panic", "fatal": // zap's levels above error
+		return "error", true
+	}
+	return "", false
+}
+
+// applyKnativeRest reads the variables that applyKnative's first part does
+// not: logging configuration, TLS policy and OBSERVABILITY_CONFIG.
+// SERVING_LOGGING_LEVEL, when set, wins over the logging configuration's
+// level, as in Knative.
+func applyKnativeRest(c *Config, given map[string]bool, getenv func(string) string) error {
+	if v := getenv("SERVING_LOGGING_CONFIG"); v != "" {
+		var zc struct {
+			Level    string `json:"level"`
+			Encoding string `json:"encoding"`
+		}
+		if err := json.Unmarshal([]byte(v), &zc); err != nil {
+			return configErrorf("invalid SERVING_LOGGING_CONFIG: %v: want zap's JSON configuration", err)
+		}
+		if zc.Level != "" && !given["log-level"] && getenv("SERVING_LOGGING_LEVEL") == "" {
+			l, ok := zapLevel(zc.Level)
+			if !ok {
+				return configErrorf("invalid level %q in SERVING_LOGGING_CONFIG: want debug, info, warn or error", zc.Level)
+			}
+			c.LogLevel = l
+		}
+		if !given["log-format"] {
+			switch zc.Encoding {
+			case "json":
+				c.LogFormat = "json"
+			case "console":
+				c.LogFormat = "text"
+			}
+		}
+	}
+	if v := getenv("ENABLE_HTTP_FULL_DUPLEX"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return configErrorf("invalid value %q for ENABLE_HTTP_FULL_DUPLEX: want true or false", v)
+		}
+	}
+	if err := applyKnativeTLS(c, getenv); err != nil {
+		return err
+	}
+	if v := getenv("OBSERVABILITY_CONFIG"); v != "" {
+		if err := applyObservability(c, given, getenv, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tlsCurves are the names QUEUE_PROXY_TLS_CURVE_PREFERENCES takes: Go's
+// constant names and the NIST names, as Knative accepts.
+var tlsCurves = map[string]tls.CurveID{
+	"X25519MLKEM768": tls.X25519MLKEM768, "X25519": tls.X25519,
+	"CurveP256": tls.CurveP256, "CurveP384": tls.CurveP384, "CurveP521": tls.CurveP521,
+	"P-256": tls.CurveP256, "P-384": tls.CurveP384, "P-521": tls.CurveP521,
+}
+
+func applyKnativeTLS(c *Config, getenv func(string) string) error {
+	switch v := getenv("QUEUE_PROXY_TLS_MAX_VERSION"); v {
+	case "":
+	case "1.2":
+		c.Knative.TLSMaxVersion = tls.VersionTLS12
+	case "1.3":
+		c.Knative.TLSMaxVersion = tls.VersionTLS13
+	default:
+		return configErrorf("invalid value %q for QUEUE_PROXY_TLS_MAX_VERSION: want 1.2 or 1.3", v)
+	}
+	if c.Knative.TLSMaxVersion != 0 && c.Knative.TLSMaxVersion < c.TLSMinVersion {
+		return configErrorf("QUEUE_PROXY_TLS_MAX_VERSION %q is below QUEUE_PROXY_TLS_MIN_VERSION %q: want max at least min",
+			getenv("QUEUE_PROXY_TLS_MAX_VERSION"), getenv("QUEUE_PROXY_TLS_MIN_VERSION"))
+	}
+	if v := getenv("QUEUE_PROXY_TLS_CIPHER_SUITES"); v != "" {
+		byName := map[string]uint16{}
+		for _, cs := range tls.CipherSuites() { // the secure ones only
+			byName[cs.Name] = cs.ID
+		}
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name == "" {
+				continue
+			}
+			id, ok := byName[name]
+			if !ok {
+				return configErrorf("invalid QUEUE_PROXY_TLS_CIPHER_SUITES: unknown or insecure cipher suite %q: want Go's names, such as TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", name)
+			}
+			c.Knative.TLSCipherSuites = append(c.Knative.TLSCipherSuites, id)
+		}
+	}
+	if v := getenv("QUEUE_PROXY_TLS_CURVE_PREFERENCES"); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name == "" {
+				continue
+			}
+			id, ok := tlsCurves[name]
+			if !ok {
+				return configErrorf("invalid QUEUE_PROXY_TLS_CURVE_PREFERENCES: unknown curve %q: want X25519MLKEM768, X25519, CurveP256, CurveP384 or CurveP521", name)
+			}
+			c.Knative.TLSCurves = append(c.Knative.TLSCurves, id)
+		}
+	}
+	return nil
+}
+
+// knativeObservability is the part of Knative's config-observability that
+// the reconciler serialises into OBSERVABILITY_CONFIG and queue reads
+// (knative.dev/serving/pkg/observability.Config).
+type knativeObservability struct {
+	Tracing struct {
+		Protocol     string  `json:"protocol"`
+		Endpoint     string  `json:"endpoint"`
+		SamplingRate float64 `json:"samplingRate"`
+	} `json:"tracing"`
+	Runtime struct {
+		Profiling string `json:"profiling"`
+	} `json:"runtime"`
+	RequestMetrics struct {
+		Protocol string `json:"protocol"`
+		Endpoint string `json:"endpoint"`
+	} `json:"requestMetrics"`
+	EnableRequestLog      bool   `json:"enableRequestLog"`
+	RequestLogTemplate    string `json:"requestLogTemplate"`
+	EnableProbeRequestLog bool   `json:"enableProbeRequestLog"`
+}
+
+// knativeDefaultRequestLogTemplate is the request-log format Knative uses
+// when its ConfigMap turns the request log on without a template of its own.
+const knativeDefaultRequestLogTemplate = `{"httpRequest": {"requestMethod": "{{.Request.Method}}", "requestUrl": "{{js .Request.RequestURI}}", "requestSize": "{{.Request.ContentLength}}", "status": {{.Response.Code}}, "responseSize": "{{.Response.Size}}", "userAgent": "{{js .Request.UserAgent}}", "remoteIp": "{{js .Request.RemoteAddr}}", "serverIp": "{{.Revision.PodIP}}", "referer": "{{js .Request.Referer}}", "latency": "{{.Response.Latency}}s", "protocol": "{{.Request.Proto}}"}, "traceId": "{{.TraceID}}"}`
+
+// applyObservability reads OBSERVABILITY_CONFIG, the JSON of Knative's
+// config-observability ConfigMap.
+func applyObservability(c *Config, given map[string]bool, getenv func(string) string, v string) error {
+	var o knativeObservability
+	if err := json.Unmarshal([]byte(v), &o); err != nil {
+		return configErrorf("invalid OBSERVABILITY_CONFIG: %v: want the JSON of Knative's config-observability", err)
+	}
+	note := func(format string, a ...any) {
+		c.Knative.Notes = append(c.Knative.Notes, "OBSERVABILITY_CONFIG: "+fmt.Sprintf(format, a...))
+	}
+
+	// The request log: Knative's switch, and its template (Knative's
+	// default one when the switch is on without a template).
+	if o.EnableRequestLog && !given["access-log"] {
+		c.AccessLog = true
+	}
+	if tmpl := o.RequestLogTemplate; tmpl != "" || o.EnableRequestLog {
+		if tmpl == "" {
+			tmpl = knativeDefaultRequestLogTemplate
+		}
+		t, err := parseRequestLogTemplate(tmpl)
+		if err != nil {
+			return configErrorf("invalid requestLogTemplate in OBSERVABILITY_CONFIG: %v: want a Go text/template", err)
+		}
+		c.Knative.RequestLog = t
+	}
+	if o.EnableProbeRequestLog {
+		note("enableProbeRequestLog is not supported: queue answers probes before the request log")
+	}
+
+	// Tracing, mapped onto the OpenTelemetry variables that the tracing
+	// package reads. As in Knative, OTEL_* variables set in the container
+	// win.
+	overlay := map[string]string{}
+	switch p := o.Tracing.Protocol; p {
+	case "", "none":
+	case "http/protobuf":
+		u, err := otlpTracesURL(o.Tracing.Endpoint)
+		if err != nil {
+			return configErrorf("invalid tracing endpoint %q in OBSERVABILITY_CONFIG: %v", o.Tracing.Endpoint, err)
+		}
+		overlay["OTEL_TRACES_EXPORTER"] = "otlp"
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+			overlay["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = u
+		}
+		if r := o.Tracing.SamplingRate; r < 0 || r > 1 {
+			return configErrorf("invalid tracing samplingRate %v in OBSERVABILITY_CONFIG: want a number from 0 to 1", r)
+		}
+		if !given["trace-sample-rate"] {
+			c.TraceSampleRate = o.Tracing.SamplingRate
+		}
+	case "grpc", "stdout":
+		note("tracing protocol %q is not supported (only http/protobuf): no traces are exported", p)
+	default:
+		return configErrorf("invalid tracing protocol %q in OBSERVABILITY_CONFIG: want http/protobuf, grpc, stdout or none", p)
+	}
+	service := cmp.Or(getenv("SERVING_SERVICE"), getenv("SERVING_CONFIGURATION"), getenv("SERVING_REVISION"), getenv("SERVING_POD"))
+	if service != "" {
+		overlay["OTEL_SERVICE_NAME"] = service
+	}
+	var res []string
+	for _, kv := range [...][2]string{{"k8s.namespace.name", "SERVING_NAMESPACE"}, {"k8s.pod.name", "SERVING_POD"},
+		{"kn.service.name", "SERVING_SERVICE"}, {"kn.configuration.name", "SERVING_CONFIGURATION"}, {"kn.revision.name", "SERVING_REVISION"}} {
+		if v := getenv(kv[1]); v != "" {
+			res = append(res, kv[0]+"="+url.PathEscape(v))
+		}
+	}
+	if len(res) > 0 {
+		overlay["OTEL_RESOURCE_ATTRIBUTES"] = strings.Join(res, ",")
+	}
+	if base := c.Getenv; base != nil {
+		c.Getenv = func(k string) string {
+			if v := base(k); v != "" {
+				return v
+			}
+			return overlay[k]
+		}
+	}
+
+	// Request metrics: queue always serves Prometheus text; the endpoint
+	// moves the port.
+	switch p := o.RequestMetrics.Protocol; p {
+	case "", "none":
+	case "prometheus":
+		if ep := o.RequestMetrics.Endpoint; ep != "" && !given["metrics-listen"] {
+			if _, port, err := net.SplitHostPort(ep); err != nil || port == "" {
+				return configErrorf("invalid requestMetrics endpoint %q in OBSERVABILITY_CONFIG: want host:port, such as :9091", ep)
+			}
+			c.MetricsListen = ep
+		}
+	case "grpc", "http/protobuf":
+		note("request metrics protocol %q is not supported (no OTLP metrics push): the same metrics are served as Prometheus text on %s", p, c.MetricsListen)
+	default:
+		return configErrorf("invalid requestMetrics protocol %q in OBSERVABILITY_CONFIG: want prometheus, grpc, http/protobuf or none", p)
+	}
+
+	if o.Runtime.Profiling == "enabled" && !given["pprof"] {
+		c.PProf = true
+	}
+	return nil
+}
+
+// otlpTracesURL turns Knative's tracing endpoint into an OTLP/HTTP traces
+// URL: an endpoint without a scheme is https (as Knative reads it), one
+// without a path gets the signal's path /v1/traces.
+func otlpTracesURL(ep string) (string, error) {
+	if ep == "" {
+		return "", fmt.Errorf("http/protobuf needs an endpoint")
+	}
+	u, err := url.Parse(ep)
+	if err == nil && u.Opaque != "" || err == nil && u.Scheme == "" {
+		u, err = url.Parse("https://" + ep)
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("want an http:// or https:// URL, or host:port")
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String(), nil
 }

@@ -173,3 +173,25 @@ func serveEnv(t *testing.T, env map[string]string) func() {
 		}
 	}
 }
+
+// TestKnativeReconcilerModule runs the knativetest module's test, which
+// makes the queue-proxy container with Knative Serving's own reconciler and
+// runs queue under exactly its environment. It lives in a nested module so
+// that Knative's and Kubernetes' modules stay out of queue's; this test
+// makes the README's one test command cover it. The first run downloads
+// about 50 MB of modules.
+func TestKnativeReconcilerModule(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "test", "-count=1", "-v", "./...")
+	cmd.Dir = "../../knativetest"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("knativetest module tests: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skipf("knativetest module tests skipped:\n%s", out) // not counted as a pass
+	}
+	if !strings.Contains(string(out), "--- PASS: TestKnativeReconciler") {
+		t.Fatalf("knativetest module: TestKnativeReconciler did not pass:\n%s", out)
+	}
+}

@@ -3,13 +3,18 @@ package main
 import (
 	"crypto/tls"
 	"errors"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/queue-dev/queue/probe"
+	"github.com/queue-dev/queue/proxy"
 )
 
 // TestKnativeEnv: Knative's variables configure queue as its reconciler
@@ -207,5 +212,249 @@ func TestKnativeEnvErrors(t *testing.T) {
 	var ee interface{ ExitCode() int }
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "SERVING_READINESS_PROBE") || strings.Count(string(out), "\n") != 1 {
 		t.Errorf("malformed SERVING_READINESS_PROBE: %v %q, want exit 2 and one line naming it", err, out)
+	}
+}
+
+// TestKnativeObservability: OBSERVABILITY_CONFIG, SERVING_LOGGING_CONFIG and
+// the TLS policy map onto queue's configuration as README's table says.
+func TestKnativeObservability(t *testing.T) {
+	t.Parallel()
+	tests := []configCase{{
+		name: "request log on, Knative's default template",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"enableRequestLog":true}`},
+		check: func(t *testing.T, c Config) {
+			if !c.AccessLog || c.Knative.RequestLog == nil {
+				t.Fatalf("access log %v template %v, want both", c.AccessLog, c.Knative.RequestLog)
+			}
+			var b strings.Builder
+			if err := c.Knative.RequestLog.Execute(&b, &requestLogInput{Request: &http.Request{Method: "GET", Header: http.Header{}},
+				Response: &requestLogResponse{Code: 200}, Revision: &requestLogRevision{}}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(b.String(), `{"httpRequest": {"requestMethod": "GET"`) {
+				t.Errorf("default template gives %s", b.String())
+			}
+		},
+	}, {
+		name: "a template without the switch shapes --access-log lines only",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"requestLogTemplate":"{{.Request.Method}}"}`},
+		check: func(t *testing.T, c Config) {
+			if c.AccessLog || c.Knative.RequestLog == nil {
+				t.Errorf("access log %v template %v, want off with a template", c.AccessLog, c.Knative.RequestLog)
+			}
+		},
+	}, {
+		name: "--access-log=false wins over the switch",
+		args: []string{"--access-log=false"},
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"enableRequestLog":true}`},
+		check: func(t *testing.T, c Config) {
+			if c.AccessLog {
+				t.Error("access log on")
+			}
+		},
+	}, {
+		name: "tracing over OTLP/HTTP, metrics endpoint, profiling",
+		env: map[string]string{"USER_PORT": "8080", "SERVING_SERVICE": "svc", "SERVING_NAMESPACE": "ns", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"http/protobuf",` +
+			`"endpoint":"http://collector.obs:4318","samplingRate":0.25},"requestMetrics":{"protocol":"prometheus","endpoint":":9095"},"runtime":{"profiling":"enabled"}}`},
+		check: func(t *testing.T, c Config) {
+			for k, want := range map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector.obs:4318/v1/traces",
+				"OTEL_SERVICE_NAME": "svc", "OTEL_RESOURCE_ATTRIBUTES": "k8s.namespace.name=ns,kn.service.name=svc"} {
+				if got := c.Getenv(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+			}
+			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || !c.PProf {
+				t.Errorf("sample rate %v metrics %s pprof %v", c.TraceSampleRate, c.MetricsListen, c.PProf)
+			}
+			if len(c.Knative.Notes) != 0 {
+				t.Errorf("notes %q, want none", c.Knative.Notes)
+			}
+		},
+	}, {
+		name: "OTEL_* variables and flags win; a bare host:port is https",
+		args: []string{"--trace-sample-rate", "1"},
+		env: map[string]string{"USER_PORT": "8080", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://mine:4318/v1/traces",
+			"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"http/protobuf","endpoint":"collector:4318","samplingRate":0.5}}`},
+		check: func(t *testing.T, c Config) {
+			if got := c.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); got != "http://mine:4318/v1/traces" || c.TraceSampleRate != 1 {
+				t.Errorf("endpoint %s rate %v", got, c.TraceSampleRate)
+			}
+			if u, _ := otlpTracesURL("collector:4318"); u != "https://collector:4318/v1/traces" {
+				t.Errorf("bare endpoint gives %s", u)
+			}
+		},
+	}, {
+		name: "what queue cannot honour is noted, not fatal",
+		env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"grpc","endpoint":"collector:4317"},` +
+			`"requestMetrics":{"protocol":"grpc","endpoint":"collector:4317"},"enableProbeRequestLog":true}`},
+		check: func(t *testing.T, c Config) {
+			if len(c.Knative.Notes) != 3 {
+				t.Errorf("notes %q, want 3", c.Knative.Notes)
+			}
+			if got := c.Getenv("OTEL_TRACES_EXPORTER"); got != "" {
+				t.Errorf("OTEL_TRACES_EXPORTER = %q for grpc, want unset", got)
+			}
+		},
+	}, {
+		name: "zap configuration: level and encoding",
+		env:  map[string]string{"USER_PORT": "8080", "SERVING_LOGGING_CONFIG": `{"level":"warn","encoding":"console","outputPaths":["stdout"]}`},
+		check: func(t *testing.T, c Config) {
+			if c.LogLevel != "warn" || c.LogFormat != "text" {
+				t.Errorf("level %s format %s, want warn text", c.LogLevel, c.LogFormat)
+			}
+		},
+	}, {
+		name: "SERVING_LOGGING_LEVEL wins over the zap configuration's level",
+		env:  map[string]string{"USER_PORT": "8080", "SERVING_LOGGING_LEVEL": "debug", "SERVING_LOGGING_CONFIG": `{"level":"error"}`},
+		check: func(t *testing.T, c Config) {
+			if c.LogLevel != "debug" {
+				t.Errorf("level %s, want debug", c.LogLevel)
+			}
+		},
+	}, {
+		name: "TLS policy",
+		env: map[string]string{"USER_PORT": "8080", "QUEUE_PROXY_TLS_MIN_VERSION": "1.2", "QUEUE_PROXY_TLS_MAX_VERSION": "1.2",
+			"QUEUE_PROXY_TLS_CIPHER_SUITES":     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+			"QUEUE_PROXY_TLS_CURVE_PREFERENCES": "X25519,P-256", "ENABLE_HTTP_FULL_DUPLEX": "true"},
+		check: func(t *testing.T, c Config) {
+			o := c.tlsOptions()
+			if o.MinVersion != tls.VersionTLS12 || o.MaxVersion != tls.VersionTLS12 {
+				t.Errorf("versions %x..%x", o.MinVersion, o.MaxVersion)
+			}
+			if !slices.Equal(o.CipherSuites, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}) {
+				t.Errorf("cipher suites %x", o.CipherSuites)
+			}
+			if !slices.Equal(o.CurvePreferences, []tls.CurveID{tls.X25519, tls.CurveP256}) {
+				t.Errorf("curves %v", o.CurvePreferences)
+			}
+		},
+	}}
+	runConfigCases(t, tests)
+}
+
+// TestKnativeObservabilityErrors: a malformed value is a configuration
+// error that names the variable.
+func TestKnativeObservabilityErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"OBSERVABILITY_CONFIG not JSON", map[string]string{"OBSERVABILITY_CONFIG": `{`}, "OBSERVABILITY_CONFIG"},
+		{"bad template", map[string]string{"OBSERVABILITY_CONFIG": `{"requestLogTemplate":"{{.Request"}`}, "requestLogTemplate"},
+		{"tracing protocol", map[string]string{"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"zipkin"}}`}, "tracing protocol"},
+		{"tracing endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"http/protobuf","endpoint":"ftp://x"}}`}, "tracing endpoint"},
+		{"sampling rate", map[string]string{"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"http/protobuf","endpoint":"http://x","samplingRate":2}}`}, "samplingRate"},
+		{"metrics protocol", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"statsd"}}`}, "requestMetrics protocol"},
+		{"metrics endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"prometheus","endpoint":"9091"}}`}, "requestMetrics endpoint"},
+		{"zap configuration not JSON", map[string]string{"SERVING_LOGGING_CONFIG": `level: info`}, "SERVING_LOGGING_CONFIG"},
+		{"zap level", map[string]string{"SERVING_LOGGING_CONFIG": `{"level":"loud"}`}, "SERVING_LOGGING_CONFIG"},
+		{"full duplex", map[string]string{"ENABLE_HTTP_FULL_DUPLEX": "yes please"}, "ENABLE_HTTP_FULL_DUPLEX"},
+		{"TLS max", map[string]string{"QUEUE_PROXY_TLS_MAX_VERSION": "1.4"}, "QUEUE_PROXY_TLS_MAX_VERSION"},
+		{"TLS max below min", map[string]string{"QUEUE_PROXY_TLS_MIN_VERSION": "1.3", "QUEUE_PROXY_TLS_MAX_VERSION": "1.2"}, "QUEUE_PROXY_TLS_MAX_VERSION"},
+		{"insecure cipher", map[string]string{"QUEUE_PROXY_TLS_CIPHER_SUITES": "TLS_RSA_WITH_RC4_128_SHA"}, "QUEUE_PROXY_TLS_CIPHER_SUITES"},
+		{"curve", map[string]string{"QUEUE_PROXY_TLS_CURVE_PREFERENCES": "secp256k1"}, "QUEUE_PROXY_TLS_CURVE_PREFERENCES"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.env["USER_PORT"] = "8080"
+			_, err := parseConfig(nil, env(tt.env))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a ConfigError", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not name %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestKnativeTLSPolicy: the QUEUE_PROXY_TLS_* policy reaches the handshake.
+func TestKnativeTLSPolicy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pool := writeCert(t, dir, "knative")
+	certs, err := proxy.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseConfig(nil, env(map[string]string{"USER_PORT": "8080", "QUEUE_PROXY_TLS_MAX_VERSION": "1.2",
+		"QUEUE_PROXY_TLS_CIPHER_SUITES":     "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+		"QUEUE_PROXY_TLS_CURVE_PREFERENCES": "CurveP384"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		client *tls.Config
+		ok     bool
+	}{
+		{"the policy's version, suite and curve", &tls.Config{RootCAs: pool, ServerName: "localhost"}, true},
+		{"TLS 1.3 only is refused", &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS13}, false},
+		{"another suite is refused", &tls.Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}, false},
+		{"another curve is refused", &tls.Config{RootCAs: pool, ServerName: "localhost", CurvePreferences: []tls.CurveID{tls.X25519}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cc, sc := net.Pipe()
+			srv := tls.Server(sc, certs.ServerTLSConfig(c.tlsOptions()))
+			done := make(chan error, 1)
+			go func() { done <- srv.Handshake(); sc.Close() }()
+			cli := tls.Client(cc, tt.client)
+			err := cli.Handshake()
+			cc.Close()
+			<-done
+			if got := err == nil; got != tt.ok {
+				t.Fatalf("handshake error %v, want success %v", err, tt.ok)
+			}
+			if !tt.ok {
+				return
+			}
+			st := cli.ConnectionState()
+			if st.Version != tls.VersionTLS12 || (st.CipherSuite != tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 && st.CipherSuite != tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384) || st.CurveID != tls.CurveP384 {
+				t.Errorf("version %x suite %s curve %v", st.Version, tls.CipherSuiteName(st.CipherSuite), st.CurveID)
+			}
+		})
+	}
+}
+
+// TestKnativeVarsDocumented: README's Knative table, and docs/contract.md's
+// when it has one, give a row to each of the 27 variables, and the startup
+// line names each one that is set.
+func TestKnativeVarsDocumented(t *testing.T) {
+	t.Parallel()
+	if got, want := len(knativeEnv), 27; got != want {
+		t.Errorf("%d Knative variables, want %d", got, want)
+	}
+	for _, doc := range []string{"../../README.md", "../../docs/contract.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range knativeEnv {
+			if !strings.Contains(string(b), "| `"+v.name+"` |") {
+				t.Errorf("%s has no table row for %s", doc, v.name)
+			}
+		}
+	}
+	all := map[string]string{}
+	for _, v := range knativeEnv {
+		all[v.name] = "1"
+	}
+	all["USER_PORT"], all["QUEUE_SERVING_PORT"], all["QUEUE_SERVING_TLS_PORT"] = "8080", "8012", "8112"
+	c := Config{Getenv: env(all), Knative: Knative{Notes: []string{"a note"}}}
+	var buf syncBuffer
+	logKnative(slog.New(slog.NewJSONHandler(&buf, nil)), c)
+	for _, v := range knativeEnv {
+		if !strings.Contains(buf.String(), `"`+v.name+`":`) {
+			t.Errorf("the knative environment line lacks %s: %s", v.name, buf.String())
+		}
+	}
+	if !strings.Contains(buf.String(), `"level":"WARN","msg":"a note"`) {
+		t.Errorf("no warning for the note: %s", buf.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -134,7 +135,7 @@ func TestProbeStates(t *testing.T) {
 }
 
 // TestReadinessLatency measures the time from the upstream accepting to
-// queue reporting ready (CONTRACT section 4: within 10 ms), over several
+// queue reporting ready (docs/contract.md section 4: within 10 ms), over several
 // cold starts, and prints it.
 func TestReadinessLatency(t *testing.T) {
 	// Not parallel: it measures time.
@@ -193,12 +194,13 @@ func TestWaitForDrain(t *testing.T) {
 			return
 		}
 		r.Body.Close()
-		select {
-		case <-q.app.drainer.Done():
-			res <- result{r.StatusCode, true}
-		default:
-			res <- result{r.StatusCode, false}
+		// The serving listener closes before the drain finishes
+		// (docs/contract.md section 4): a refused connect means it did.
+		c, err := net.DialTimeout("tcp", q.addr.Listen, time.Second)
+		if err == nil {
+			c.Close()
 		}
+		res <- result{r.StatusCode, err != nil}
 	}()
 	q.app.drainer.Start(false)
 	select {
@@ -215,7 +217,15 @@ func TestWaitForDrain(t *testing.T) {
 // stderr lines on a channel.
 func startProcess(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
+	return startProcessEnv(t, nil, args...)
+}
+
+// startProcessEnv is startProcess with more environment variables
+// (NAME=value).
+func startProcessEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	cmd := queueCmd(t, args...)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +288,8 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
 		}
 		return 0
 	case <-time.After(within):
+		cmd.Process.Kill()
+		<-done // so that no other Wait runs alongside
 		t.Fatalf("still running after %v", within)
 		return -1
 	}
@@ -402,6 +414,71 @@ func TestSIGINT(t *testing.T) {
 	waitLine(t, lines, "drained")
 	if code := waitExit(t, cmd, 10*time.Second); code != 0 {
 		t.Errorf("exit status %d, want 0", code)
+	}
+}
+
+// TestStandaloneStop: with the standalone defaults (no quiet period) and
+// nothing in flight, SIGTERM, as docker stop sends it, exits 0 well inside
+// Docker's 10 s stop timeout, and Ctrl-C within a second.
+func TestStandaloneStop(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	for _, tt := range []struct {
+		name   string
+		sig    syscall.Signal
+		within time.Duration
+	}{
+		{"SIGTERM", syscall.SIGTERM, 3 * time.Second},
+		{"Ctrl-C", interruptSignal, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args, listen, admin := processArgs(t, hostPort(up)) // no --drain-quiet-period
+			// Under -race the child would sleep 1 s at exit to flush race
+			// reports (atexit_sleep_ms); queue's own binary does not.
+			cmd, lines := startProcessEnv(t, []string{"GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0"}, args...)
+			waitHTTP(t, "http://"+admin+"/ready", 200)
+			waitHTTP(t, "http://"+listen+"/", 200) // served, and nothing left in flight
+			start := time.Now()
+			cmd.Process.Signal(tt.sig)
+			// Read the log before Wait closes the pipe: the exit must be
+			// a drain, not a crash.
+			waitLine(t, lines, "drained")
+			if code := waitExit(t, cmd, tt.within-time.Since(start)); code != 0 {
+				t.Errorf("exit status %d, want 0", code)
+			}
+			t.Logf("%s: exited %v after the signal", tt.name, time.Since(start))
+		})
+	}
+}
+
+// TestKnativeModeQuietPeriod: in Knative mode SIGTERM keeps the quiet
+// period (30 s by default): probes turn 503 and requests are still served
+// while the network catches up.
+func TestKnativeModeQuietPeriod(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(echo))
+	args, listen, admin := processArgs(t, hostPort(up))
+	cmd, lines := startProcessEnv(t, []string{"SERVING_REVISION=svc-00001"}, args...)
+	waitHTTP(t, "http://"+admin+"/ready", 200)
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, lines, "signal received")
+	if res, err := http.Get("http://" + admin + "/ready"); err != nil || res.StatusCode != 503 {
+		t.Errorf("/ready after SIGTERM: %v %v, want 503", res, err)
+	} else {
+		res.Body.Close()
+	}
+	res, err := http.Post("http://"+listen+"/", "", nil)
+	if err != nil {
+		t.Fatalf("a request during the quiet period: %v, want it served", err)
+	}
+	res.Body.Close()
+	if got, want := res.StatusCode, 200; got != want {
+		t.Errorf("a request during the quiet period: %d, want %d", got, want)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, 10*time.Second); code != 1 {
+		t.Errorf("second signal: exit status %d, want 1", code)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Command queue is an L7 ingress proxy that runs as a sidecar in front of one
-// user container. See README.md and CONTRACT.md for what it promises.
+// user container. See README.md and docs/contract.md for what it promises.
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -27,8 +28,9 @@ func main() {
 }
 
 // run is queue's whole life; it returns the exit status: 0 after a clean
-// drain, 1 for a runtime failure (a port in use, a second signal), 2 for bad
-// configuration.
+// drain (and for --help and --version), 1 for a runtime failure (a port in
+// use, a second signal), 2 for bad configuration. SIGTERM drains with the
+// quiet period, SIGINT (Ctrl-C) without it; a second signal exits 1 at once.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	demo := len(args) > 0 && args[0] == "demo"
 	if demo {
@@ -36,8 +38,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	cfg, err := parseConfigDemo(args, getenv, demo)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
+		writeUsage(stdout)
 		return 0
+	}
+	if demo && err == nil && demoUpstreamGiven(args) {
+		err = configErrorf("queue demo runs its own echo upstream: want no --upstream (or run queue --upstream ADDR)")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "queue: %v\n", err)
@@ -71,6 +76,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	logStart(log, cfg)
+	logKnative(log, cfg)
 	if demo {
 		printDemo(stdout, a.addrs(), echo.Addr())
 	}
@@ -97,6 +103,21 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// demoUpstreamGiven reports whether the demo's flags name an upstream,
+// which the demo would replace with its echo.
+func demoUpstreamGiven(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "upstream" {
+			return true
+		}
+	}
+	return false
 }
 
 // buildInfo returns the version and commit, from the linker flags or else
@@ -143,6 +164,14 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(h).With(attrs...)
 }
 
+// mode names the mode for the log: knative or standalone.
+func mode(c Config) string {
+	if c.KnativeMode {
+		return "knative"
+	}
+	return "standalone"
+}
+
 // logStart writes the first line: version, commit and the effective
 // configuration. Nothing in Config is secret today (certificates are
 // file names, not contents).
@@ -151,6 +180,7 @@ func logStart(log *slog.Logger, c Config) {
 	log.LogAttrs(context.Background(), slog.LevelInfo, "queue starting",
 		slog.String("version", v), slog.String("commit", commit), slog.String("go", runtime.Version()),
 		slog.Group("config",
+			slog.String("mode", mode(c)),
 			slog.String("upstream", c.Upstream),
 			slog.String("upstream_protocol", c.UpstreamProtocol),
 			slog.String("listen", c.Listen),
@@ -165,6 +195,7 @@ func logStart(log *slog.Logger, c Config) {
 			slog.String("timeout", c.Timeout.String()),
 			slog.String("response_start_timeout", c.ResponseStartTimeout.String()),
 			slog.String("idle_timeout", c.IdleTimeout.String()),
+			slog.String("upstream_idle_timeout", c.UpstreamIdleTimeout.String()),
 			slog.String("probe", c.Probe),
 			slog.String("probe_period", c.ProbePeriod.String()),
 			slog.String("drain_quiet_period", c.DrainQuietPeriod.String()),
@@ -177,40 +208,76 @@ func logStart(log *slog.Logger, c Config) {
 		))
 }
 
-const usage = `queue: an L7 ingress proxy for one user container.
+// usageHead is the start of --help; writeUsage adds the flags, made from
+// the FlagSet itself, then usageTail.
+const usageHead = `queue: an L7 ingress proxy for one user container.
 
 Usage:
   queue --upstream HOST:PORT [flags]   proxy to the user container
-  queue demo [flags]                   start a built-in echo upstream and queue in front of it
-  queue --version
+  queue demo [flags]                   a built-in echo upstream with queue in front of it, on loopback
+  queue --version                      print the version and exit
+  queue --help                         print this and exit
 
-Every flag has an environment fallback QUEUE_<FLAG> (--drain-timeout -> QUEUE_DRAIN_TIMEOUT).
+Each flag can be set by its environment variable instead (after the flag below).
+A flag wins over its variable, the variable over Knative's (after "Knative:"),
+and that over the default.
+
+Modes: with SERVING_REVISION set, as Knative Serving sets it on its queue-proxy,
+queue is in Knative mode and takes Knative's defaults where they differ (after
+"Knative mode:"); without it, queue is standalone.
 
 Flags:
-  --upstream ADDR              user container, :8080 means 127.0.0.1:8080 (required)
-  --upstream-protocol P        http1 (default) or h2c
-  --listen ADDR                serving port, HTTP/1.1 and h2c (default :8012)
-  --tls-listen ADDR            TLS serving port, on when a certificate is given (default :8112)
-  --tls-cert FILE, --tls-key FILE
-                               PEM certificate pair, re-read when it changes
-  --admin-listen ADDR          /ready, /live, /wait-for-drain (default :8022)
-  --stats-listen ADDR          autoscaler Stat protobuf at /metrics (default :9090)
-  --metrics-listen ADDR        Prometheus text at /metrics (default :9091)
-  --concurrency N              most requests in flight upstream; 0 = unlimited
-  --queue-depth N              requests that may wait for a slot (default 10*concurrency)
-  --timeout D                  whole-request limit (default 300s); 0 = none
-  --response-start-timeout D   limit until the first response byte; 0 = none
-  --idle-timeout D             limit between two response writes; 0 = none
-  --probe SPEC                 tcp (default), http:/path, grpc or none
-  --probe-period D             0 = aggressive until ready; else one probe per period
-  --drain-quiet-period D       after SIGTERM, serve until no request came for D (default 30s)
-  --drain-timeout D            then wait at most D for in-flight requests (default --timeout)
-  --max-connections N          open client connections at most (default 10000)
-  --trusted-proxies CIDRS      peers whose Forwarded/X-Forwarded-* are kept
-  --trace-sample-rate F        share of new traces, 0 to 1 (default 0)
-  --log-format F               json (default) or text
-  --log-level L                debug, info (default), warn, error
-  --access-log                 one JSON line per request to stdout
-  --pprof                      serve /debug/pprof/ on the admin port
-  --version                    print version and exit
 `
+
+const usageTail = `
+Signals:
+  SIGTERM  drain: probes answer 503 at once; once no request has come for
+           --drain-quiet-period the listeners close, in-flight requests finish
+           (at most --drain-timeout), and queue exits 0. Standalone the quiet
+           period is 0: docker stop ends queue at once when nothing is in flight.
+  SIGINT   (Ctrl-C) the same drain without the quiet period.
+  A second SIGTERM or SIGINT during a drain exits 1 at once.
+
+Exit status:
+  0  drained after a signal; --help; --version
+  1  a runtime failure (a port in use, a server error), or a second signal
+  2  a configuration error, named in one line on stderr
+`
+
+// writeUsage writes --help. The flags come from the FlagSet, with their
+// variables and both modes' defaults, so that --help cannot miss one.
+func writeUsage(w io.Writer) {
+	std, kn := defaultConfig(false), defaultConfig(true)
+	var su, ku unset
+	sfs, kfs := newFlagSet(&std, &su), newFlagSet(&kn, &ku)
+	var b strings.Builder
+	b.WriteString(usageHead)
+	sfs.VisitAll(func(f *flag.Flag) {
+		arg, meaning := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if arg != "" {
+			head += " " + arg
+		}
+		info := envName(f.Name)
+		if v := knativeVars[f.Name]; v != "" {
+			info += " (Knative: " + v + ")"
+		}
+		def, ok := computedDefaults[f.Name]
+		if !ok && f.DefValue != "" && f.DefValue != "false" {
+			def = f.DefValue
+		}
+		switch def {
+		case "":
+		case "required":
+			info += ", required"
+		default:
+			info += ", default " + def
+		}
+		if kd := kfs.Lookup(f.Name).DefValue; kd != f.DefValue {
+			info += "; Knative mode: " + kd
+		}
+		fmt.Fprintf(&b, "%-30s %s\n        %s\n", head, info, meaning)
+	})
+	b.WriteString(usageTail)
+	io.WriteString(w, b.String())
+}

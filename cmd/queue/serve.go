@@ -1,9 +1,8 @@
-//lint:file-ignore SA1019 x/net's http2.Server serves the connections that "Upgrade: h2c" hands over (see proxy.H2CUpgrade); ConfigureServer gives those connections a GOAWAY on drain.
-
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -13,34 +12,23 @@ import (
 	"net/http/pprof"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/chain"
 	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
 	"github.com/queue-dev/queue/tracing"
-	"golang.org/x/net/http2"
 )
 
-// Limits of the client-facing servers. They are not flags: they bound
-// hostile clients and no honest one comes near them.
 const (
-	// readHeaderTimeout cuts a client that sends its request head slowly
-	// (slowloris).
-	readHeaderTimeout = 10 * time.Second
-	// idleTimeout closes keep-alive connections idle this long. It is above
-	// the 90 s that Go's and Envoy's clients keep idle connections, so that
-	// the client, not queue, closes first and no request races a close.
-	idleTimeout = 120 * time.Second
-	// maxHeaderBytes is the request head limit; over it, 431. net/http reads
-	// 4096 bytes past MaxHeaderBytes before it refuses, hence the subtraction.
-	maxHeaderBytes = 64<<10 - 4096
-	// maxConcurrentStreams per HTTP/2 connection.
-	maxConcurrentStreams = 250
+	// readHeaderTimeout and idleTimeout of the admin, stats and metrics
+	// servers are the serving port's.
+	readHeaderTimeout = ingress.ReadHeaderTimeout
+	idleTimeout       = ingress.IdleTimeout
 	// certPollPeriod is how often the certificate files are re-read.
 	certPollPeriod = time.Second
 )
@@ -51,13 +39,12 @@ type app struct {
 	log   *slog.Logger
 	proxy *proxy.Proxy
 	certs *proxy.CertReloader
-	conns *connLimit
 
-	plain, tls, admin *http.Server
-	plainLn, tlsLn    net.Listener
-	adminLn           net.Listener
-	upgrade           *proxy.H2CUpgrade
-	h2Shutdown        *http.Server // fronts upgraded h2c connections for GOAWAY on drain
+	ingress        *ingress.Server // the serving and TLS ports
+	tlsConfig      *tls.Config
+	admin          *http.Server
+	plainLn, tlsLn net.Listener
+	adminLn        net.Listener
 
 	watcher *probe.Watcher
 	drainer *drain.Drainer
@@ -102,6 +89,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		Timeout:              cfg.Timeout,
 		ResponseStartTimeout: cfg.ResponseStartTimeout,
 		IdleTimeout:          cfg.IdleTimeout,
+		IdleConnTimeout:      cfg.UpstreamIdleTimeout,
 	})
 	if err != nil {
 		return nil, &ConfigError{msg: err.Error()}
@@ -118,15 +106,11 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 
 	statsCfg := stats.Config{}
 	if cfg.AccessLog {
-		statsCfg.OnDone = (&accessLog{w: os.Stdout}).done
+		statsCfg.OnDone = newAccessLog(cfg, os.Stdout).done
 	}
 	a.stats = stats.New(statsCfg)
 	a.promLabels = cfg.Labels.prometheus()
 
-	// The request path, outermost first (STYLE section 2): probes and
-	// drain, counting (queued requests count), the concurrency limit, the
-	// proxy. Layers that are off are not in the chain at all.
-	mw := []func(http.Handler) http.Handler{a.drainer.Handler, a.stats.Handler}
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -135,41 +119,34 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, &ConfigError{msg: err.Error()}
 	}
-	if a.tracer != nil {
-		mw = append(mw, a.tracer.Handler) // inside stats: it reads the status from stats' writer
-	}
+	var limiter *limit.Limiter // nil: no limit, and not in the chain
 	if cfg.Concurrency > 0 {
-		l, err := limit.New(limit.Config{Capacity: cfg.Concurrency, QueueDepth: cfg.QueueDepth, MaxWait: cfg.Timeout})
+		limiter, err = limit.New(limit.Config{Capacity: cfg.Concurrency, QueueDepth: cfg.QueueDepth, MaxWait: cfg.Timeout})
 		if err != nil {
 			return nil, &ConfigError{msg: "--concurrency/--queue-depth: " + err.Error()}
 		}
-		mw = append(mw, l.Handler)
-		a.depth = l.Waiting
+		a.depth = limiter.Waiting
 	}
-	handler := chain(p, mw...)
+	// The request path in request order (package chain): probes and drain,
+	// counting (queued requests count), tracing, the concurrency limit, the
+	// proxy. Layers that are off (nil) are not in the chain at all.
+	handler, err := chain.New(chain.Config{Drain: a.drainer, Stats: a.stats, Tracer: a.tracer, Limiter: limiter, Proxy: p})
+	if err != nil {
+		return nil, err
+	}
 	errLog := serverLog(logger)
-	headerTimeout := cfg.ReadHeaderTimeout
-	if headerTimeout <= 0 {
-		headerTimeout = readHeaderTimeout
-	}
-	a.plain = ingressServer(handler, false, errLog, headerTimeout)
-	a.upgrade = &proxy.H2CUpgrade{
-		Next: handler,
-		H2: &http2.Server{
-			MaxConcurrentStreams: maxConcurrentStreams,
-			IdleTimeout:          idleTimeout,
-			MaxReadFrameSize:     16 << 10,
-		},
-		Base: a.plain,
-	}
-	a.plain.Handler = a.upgrade
-	a.h2Shutdown = &http.Server{}
-	if err := http2.ConfigureServer(a.h2Shutdown, a.upgrade.H2); err != nil {
+	a.ingress, err = ingress.New(ingress.Config{
+		Handler:           handler,
+		MaxConns:          cfg.MaxConnections,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		Logger:            logger,
+		ErrorLog:          errLog,
+	})
+	if err != nil {
 		return nil, err
 	}
 	if a.certs != nil {
-		a.tls = ingressServer(handler, true, errLog, headerTimeout)
-		a.tls.TLSConfig = a.certs.TLSConfig(cfg.TLSMinVersion)
+		a.tlsConfig = a.certs.ServerTLSConfig(cfg.tlsOptions())
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +169,6 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	mmux.HandleFunc("GET /metrics", a.metricsHandler)
 	a.metricsSrv = &http.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 
-	a.conns = &connLimit{max: int64(cfg.MaxConnections)}
 	var lns []net.Listener
 	listen := func(addr string) (net.Listener, error) {
 		ln, err := net.Listen("tcp", addr)
@@ -208,12 +184,10 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	if a.plainLn, err = listen(cfg.Listen); err != nil {
 		return nil, err
 	}
-	a.plainLn = a.conns.wrap(a.plainLn)
-	if a.tls != nil {
+	if a.tlsConfig != nil {
 		if a.tlsLn, err = listen(cfg.TLSListen); err != nil {
 			return nil, err
 		}
-		a.tlsLn = a.conns.wrap(a.tlsLn)
 	}
 	if a.adminLn, err = listen(cfg.AdminListen); err != nil {
 		return nil, err
@@ -242,40 +216,6 @@ func newProber(cfg Config) probe.Prober {
 	return probe.TCP{Addr: cfg.Upstream}
 }
 
-// chain composes the request path: mw[0] is the outermost layer.
-func chain(final http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
-	h := final
-	for i := len(mw) - 1; i >= 0; i-- {
-		h = mw[i](h)
-	}
-	return h
-}
-
-func ingressServer(h http.Handler, tls bool, errLog *log.Logger, headerTimeout time.Duration) *http.Server {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	if tls {
-		p.SetHTTP2(true)
-	} else {
-		p.SetUnencryptedHTTP2(true)
-	}
-	return &http.Server{
-		Handler:           h,
-		Protocols:         &p,
-		ReadHeaderTimeout: headerTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: maxConcurrentStreams,
-			// The protocol's default frame size (RFC 9113 section 4.2): a
-			// larger frame is a FRAME_SIZE_ERROR (h2spec 4.2/3) and no peer
-			// can make queue buffer a 1 MiB frame (net/http's default).
-			MaxReadFrameSize: 16 << 10,
-		},
-		ErrorLog: errLog,
-	}
-}
-
 // serve runs every server until a drain completes or a server fails.
 func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -288,9 +228,9 @@ func (a *app) serve(ctx context.Context) error {
 			}
 		}()
 	}
-	run("serving", func() error { return a.plain.Serve(a.plainLn) })
-	if a.tls != nil {
-		run("tls", func() error { return a.tls.ServeTLS(a.tlsLn, "", "") })
+	run("serving", func() error { return a.ingress.Serve(a.plainLn) })
+	if a.tlsLn != nil {
+		run("tls", func() error { return a.ingress.ServeTLS(a.tlsLn, a.tlsConfig) })
 		go a.certs.Run(ctx, certPollPeriod)
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
@@ -322,25 +262,8 @@ func (a *app) drain() error {
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.DrainTimeout)
 		defer cancel()
 	}
-	var wg sync.WaitGroup
-	shutdown := func(s *http.Server) {
-		if s == nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.Shutdown(ctx); err != nil {
-				s.Close()
-			}
-		}()
-	}
-	shutdown(a.plain)
-	shutdown(a.tls)
-	shutdown(a.h2Shutdown)
-	wg.Wait()
-	if err := a.upgrade.Wait(ctx); err != nil {
-		a.log.LogAttrs(ctx, slog.LevelWarn, "upgraded h2c connections cut at drain timeout")
+	if err := a.ingress.Shutdown(ctx); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "connections cut at drain timeout", slog.Any("err", err))
 	}
 	if err := a.proxy.WaitTunnels(ctx); err != nil {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "websocket connections cut at drain timeout", slog.Int("open", a.proxy.Tunnels()))
@@ -382,50 +305,4 @@ func (w levelWriter) Write(p []byte) (int, error) {
 	}
 	w.l.LogAttrs(context.Background(), level, msg, slog.String("source", "net/http"))
 	return len(p), nil
-}
-
-// connLimit bounds the open client connections across the serving
-// listeners. A connection beyond the bound is closed at once, before any
-// byte is read: the client sees a reset, not an answer.
-type connLimit struct {
-	max  int64
-	open atomic.Int64
-}
-
-func (l *connLimit) wrap(ln net.Listener) net.Listener { return &limitListener{Listener: ln, l: l} }
-
-type limitListener struct {
-	net.Listener
-	l *connLimit
-}
-
-func (ln *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := ln.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if ln.l.open.Add(1) > ln.l.max {
-			ln.l.open.Add(-1)
-			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetLinger(0)
-			}
-			c.Close()
-			continue
-		}
-		return &limitConn{Conn: c, l: ln.l}, nil
-	}
-}
-
-type limitConn struct {
-	net.Conn
-	l      *connLimit
-	closed atomic.Bool
-}
-
-func (c *limitConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.l.open.Add(-1)
-	}
-	return c.Conn.Close()
 }

@@ -1,0 +1,214 @@
+// Command floor is the floor of a Go relay: the least work any Go HTTP/1.1
+// proxy does per request, measured by bench/compare.sh as the "floor" peer
+// so that queue's cost can be read against what no Go proxy can go below.
+//
+// Per client connection it runs one goroutine and holds one upstream
+// connection of its own (dialled at the first request, kept alive, never
+// pooled or shared). Per request it pays only the netpoller, the goroutine's
+// wake-ups, two reads and two writes:
+//
+//   - read from the client until the bytes seen so far contain "\r\n\r\n",
+//     the end of a request head, without parsing anything else;
+//   - write a fixed, pre-built request ("GET /1k HTTP/1.1\r\nHost: x\r\n\r\n")
+//     upstream, whatever the client asked for;
+//   - read the upstream's response head and then as many body bytes as its
+//     Content-Length says, the one number a relay must parse to find the
+//     end of a keep-alive response;
+//   - write those bytes back to the client unchanged, with no header added.
+//
+// It is not a proxy: every client request is answered with the upstream's
+// GET /1k, request bodies are not forwarded (so POST scenarios do not apply
+// to it), and anything it does not expect (a head over 64 KiB, a response
+// without Content-Length) closes the connection.
+//
+//	floor -listen 127.0.0.1:18019 -upstream 127.0.0.1:18010
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// upstreamRequest is sent upstream once for every client request.
+var upstreamRequest = []byte("GET /1k HTTP/1.1\r\nHost: x\r\n\r\n")
+
+var headEnd = []byte("\r\n\r\n")
+
+const (
+	// bufSize is the first size of each connection's buffers; they double
+	// when a head or response does not fit.
+	bufSize = 4 << 10
+	// maxHead bounds a request or response head.
+	maxHead = 64 << 10
+	// maxBody bounds the Content-Length the relay accepts.
+	maxBody = 16 << 20
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18019", "host:port to accept HTTP/1.1 clients on")
+	upstream := flag.String("upstream", "127.0.0.1:18010", "host:port of the HTTP/1.1 upstream")
+	flag.Parse()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
+		os.Exit(1)
+	}
+	if err := serve(ln, *upstream); err != nil {
+		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// serve accepts connections until ln is closed and relays each on its own
+// goroutine. It returns nil once ln is closed.
+func serve(ln net.Listener, upstream string) error {
+	for {
+		c, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			// Out of file descriptors, most likely: back off rather than spin,
+			// as net/http's server does.
+			fmt.Fprintf(os.Stderr, "floor: accept: %v\n", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go relay(c, upstream)
+	}
+}
+
+// relay answers the requests of one client connection until either side
+// closes or breaks the protocol.
+func relay(client net.Conn, upstream string) {
+	defer client.Close()
+	var up net.Conn
+	defer func() {
+		if up != nil {
+			up.Close()
+		}
+	}()
+	in := make([]byte, 0, bufSize)
+	var resp []byte
+	for {
+		end, err := readHead(client, &in)
+		if err != nil {
+			return
+		}
+		// Keep what follows the head: a pipelined next request.
+		in = in[:copy(in, in[end:])]
+		if up == nil {
+			if up, err = net.Dial("tcp", upstream); err != nil {
+				return
+			}
+			resp = make([]byte, 0, bufSize)
+		}
+		if _, err := up.Write(upstreamRequest); err != nil {
+			return
+		}
+		if resp, err = readResponse(up, resp[:0]); err != nil {
+			return
+		}
+		if _, err := client.Write(resp); err != nil {
+			return
+		}
+	}
+}
+
+// readHead reads from r into *buf until it holds "\r\n\r\n" and returns the
+// offset just past it. *buf may already hold bytes; it grows up to maxHead.
+func readHead(r net.Conn, buf *[]byte) (int, error) {
+	from := 0
+	for {
+		if i := bytes.Index((*buf)[from:], headEnd); i >= 0 {
+			return from + i + len(headEnd), nil
+		}
+		// The terminator may straddle two reads: search again from 3 bytes
+		// before the end of what was searched.
+		from = max(len(*buf)-len(headEnd)+1, 0)
+		if err := readMore(r, buf, maxHead); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// readResponse reads one response from r: its head, then the number of body
+// bytes its Content-Length gives. It returns buf holding exactly the response.
+func readResponse(r net.Conn, buf []byte) ([]byte, error) {
+	end, err := readHead(r, &buf)
+	if err != nil {
+		return buf, err
+	}
+	n, err := contentLength(buf[:end])
+	if err != nil {
+		return buf, err
+	}
+	total := end + n
+	for len(buf) < total {
+		if err := readMore(r, &buf, total); err != nil {
+			return buf, err
+		}
+	}
+	if len(buf) > total {
+		return buf, errors.New("upstream sent bytes past its response")
+	}
+	return buf, nil
+}
+
+// readMore appends one read from r to *buf, doubling its capacity (up to
+// limit) when it is full.
+func readMore(r net.Conn, buf *[]byte, limit int) error {
+	b := *buf
+	if len(b) == cap(b) {
+		if cap(b) >= limit {
+			return fmt.Errorf("message over %d bytes", limit)
+		}
+		grown := make([]byte, len(b), min(max(2*cap(b), bufSize), limit))
+		copy(grown, b)
+		b = grown
+	}
+	n, err := r.Read(b[len(b):cap(b)])
+	*buf = b[:len(b)+n]
+	if n > 0 {
+		return nil
+	}
+	return err
+}
+
+// contentLength finds the Content-Length field of a response head (field
+// names are case-insensitive) and returns its value. It allocates nothing.
+func contentLength(head []byte) (int, error) {
+	const name = "content-length:"
+	for len(head) > 0 {
+		line := head
+		if i := bytes.Index(head, headEnd[:2]); i >= 0 {
+			line, head = head[:i], head[i+2:]
+		} else {
+			head = nil
+		}
+		if len(line) <= len(name) || !bytes.EqualFold(line[:len(name)], []byte(name)) {
+			continue
+		}
+		digits := bytes.TrimSpace(line[len(name):])
+		if len(digits) == 0 {
+			break
+		}
+		n := 0
+		for _, c := range digits {
+			if c < '0' || c > '9' || n > maxBody {
+				return 0, fmt.Errorf("bad Content-Length %q", digits)
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n > maxBody {
+			return 0, fmt.Errorf("content length %d over %d", n, maxBody)
+		}
+		return n, nil
+	}
+	return 0, errors.New("response without a Content-Length")
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestContentLength(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		head    string
+		want    int
+		wantErr bool
+	}{
+		{name: "canonical", head: "HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n", want: 1024},
+		{name: "lower case, no space", head: "HTTP/1.1 200 OK\r\ncontent-length:7\r\n\r\n", want: 7},
+		{name: "among others", head: "HTTP/1.1 200 OK\r\nX-A: 1\r\nCONTENT-LENGTH: 0 \r\nX-B: 2\r\n\r\n", want: 0},
+		{name: "missing", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", wantErr: true},
+		{name: "empty value", head: "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", wantErr: true},
+		{name: "not a number", head: "HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n", wantErr: true},
+		{name: "negative", head: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantErr: true},
+		{name: "too large", head: "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", wantErr: true},
+		{name: "name in a value", head: "HTTP/1.1 200 OK\r\nX: content-length: 5\r\n\r\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := contentLength([]byte(tt.head))
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Fatalf("contentLength(%q) error = %v, want error %v", tt.head, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("contentLength(%q) = %d, want %d", tt.head, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRelay sends requests through the relay the way clients may write them
+// (pipelined in one write, a head split across writes) and checks that each
+// gets the upstream's fixed response, over one upstream connection.
+func TestRelay(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		paths []string
+		conns = map[string]bool{}
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		_, _ = io.WriteString(w, strings.Repeat("x", 1024))
+	}))
+	t.Cleanup(up.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve(ln, up.Listener.Addr().String()) }()
+	t.Cleanup(func() {
+		ln.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	writes := []string{
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /c HTTP/1.1\r\nHost: x\r\n\r",
+		"\nGET /d HTTP/1.1\r\nHo",
+		"st: x\r\n\r\n",
+	}
+	br := bufio.NewReader(c)
+	for i, w := range writes {
+		if _, err := io.WriteString(c, w); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for i := range 4 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v", i, err)
+		}
+		if got, want := resp.StatusCode, http.StatusOK; got != want {
+			t.Errorf("response %d status = %d, want %d", i, got, want)
+		}
+		if got, want := len(body), 1024; got != want {
+			t.Errorf("response %d body = %d bytes, want %d", i, got, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := strings.Join(paths, ","), "/1k,/1k,/1k,/1k"; got != want {
+		t.Errorf("upstream saw paths %s, want %s", got, want)
+	}
+	if got, want := len(conns), 1; got != want {
+		t.Errorf("upstream saw %d connections, want %d", got, want)
+	}
+}
+
+// TestRelayClosesOnUnknownLength checks that a response the relay cannot
+// delimit closes the client connection instead of hanging it.
+func TestRelayClosesOnUnknownLength(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		_, _ = io.WriteString(w, "hello")
+	}))
+	t.Cleanup(up.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve(ln, up.Listener.Addr().String()) }()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read: %v (want the relay to close the connection)", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("relay wrote %q, want nothing", got)
+	}
+}

@@ -1,0 +1,108 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/limit"
+	"github.com/queue-dev/queue/proxy"
+	"github.com/queue-dev/queue/stats"
+	"github.com/queue-dev/queue/tracing"
+)
+
+// Config names the layers of the request path. A nil layer is off: it is not
+// in the path at all. New reads it once.
+type Config struct {
+	// Drain answers probe requests itself and notes the arrival of every
+	// other request for the drain's quiet period. nil: probes are proxied
+	// like any request and arrivals are not noted.
+	Drain *drain.Drainer
+
+	// Stats counts every request that is not a probe from arrival to the end
+	// of its response, queued ones included, and reports each one's status
+	// to its OnDone (the access log). nil: nothing is counted.
+	Stats *stats.Recorder
+
+	// Tracer wraps each request in a server span. It sits inside Stats, whose
+	// writer reports the status for the span, and outside Limiter, so that
+	// the wait for a slot is part of the span. nil: tracing is off.
+	Tracer *tracing.Tracer
+
+	// Limiter bounds the requests in flight to the upstream. A request holds
+	// a slot while the proxy serves it; one that gets none is answered
+	// through Proxy.Fail. Requests with a K-Kubelet-Probe header bypass it.
+	// nil: no limit.
+	Limiter *limit.Limiter
+
+	// Proxy is the terminal handler and the one writer of error responses.
+	// Required.
+	Proxy *proxy.Proxy
+}
+
+// New returns the request path for cfg, its layers composed in request
+// order: Drain, Stats, Tracer, Limiter, then Proxy. It fails only when
+// Proxy is nil.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Proxy == nil {
+		return nil, errors.New("chain: Config.Proxy is required")
+	}
+	var mw []func(http.Handler) http.Handler
+	if cfg.Drain != nil {
+		mw = append(mw, cfg.Drain.Handler)
+	}
+	if cfg.Stats != nil {
+		mw = append(mw, cfg.Stats.Handler)
+	}
+	if cfg.Tracer != nil {
+		mw = append(mw, cfg.Tracer.Handler)
+	}
+	if cfg.Limiter != nil {
+		mw = append(mw, func(next http.Handler) http.Handler {
+			return &limited{l: cfg.Limiter, p: cfg.Proxy, next: next}
+		})
+	}
+	return compose(cfg.Proxy, mw...), nil
+}
+
+// compose wraps final in mw: mw[0] is the outermost layer.
+func compose(final http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
+	h := final
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+// limited adapts a Limiter to the request path: it holds a slot while next
+// serves the request, and releases it when next returns (also when it
+// panics). A request that gets no slot is answered by p.Fail: 503 for a full
+// queue or a wait that ran out of time, nothing for a client that went away.
+type limited struct {
+	l    *limit.Limiter
+	p    *proxy.Proxy
+	next http.Handler
+}
+
+func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := r.Header[stats.KKubeletProbe]; ok {
+		// A kubelet probe is proxied but neither counted nor queued
+		// (docs/contract.md section 4).
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	ctx := r.Context()
+	if err := h.l.Acquire(ctx); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {
+			// The client went away just as the wait ran out: nobody is
+			// left to read a 503.
+			err = fmt.Errorf("%w: %w", err, context.Canceled)
+		}
+		h.p.Fail(w, r, err)
+		return
+	}
+	defer h.l.Release()
+	h.next.ServeHTTP(w, r)
+}

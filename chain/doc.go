@@ -1,0 +1,30 @@
+// Package chain composes queue's request path, in request order, once:
+//
+//	drain (probe answers, arrival counting)
+//	-> stats (counting, status and duration, the access log)
+//	-> tracing (the server span)
+//	-> limit (a concurrency slot, or an error)
+//	-> proxy (the upstream)
+//
+// Each layer is a field of [Config]; a nil field leaves its layer out of the
+// path altogether, so a layer that is off costs nothing. The proxy is the
+// terminal handler and is required. cmd/queue serves the handler that [New]
+// returns on every serving port, over HTTP/1.1 and HTTP/2 alike (the h2c
+// upgrade wraps it from outside); the tests and bench/ build queue's path
+// with New too, so that none of them composes it by hand.
+//
+// Layers return errors; they do not write error responses. The limiter's
+// errors (a full queue, a wait for a slot that timed out, a client that went
+// away while waiting) go to the proxy's one writer of error responses,
+// proxy.Proxy.Fail, which maps them with proxy.StatusFor: 503 with the body
+// "Service Unavailable", or nothing at all for a client that went away.
+// drain writes only probe answers, which are health responses and not
+// errors.
+//
+// net/http's own recovery is the outermost layer: a handler that panics (the
+// proxy aborting a response with http.ErrAbortHandler included) loses its
+// connection (HTTP/1.1) or stream (HTTP/2), and the layers' deferred work
+// (a limiter slot, the stats count) still runs.
+//
+// The handler New returns is safe for concurrent use.
+package chain

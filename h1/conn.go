@@ -1,0 +1,524 @@
+package h1
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Connection states, for Shutdown: only an idle connection may be closed
+// under a client's feet.
+const (
+	stateIdle   int32 = iota // waiting for the first byte of a request
+	stateActive              // reading a head, or a request in a handler
+	stateClosed              // closed by Shutdown while idle
+	stateGone                // hijacked or handed to H2
+)
+
+// conn is one client connection. Everything in it is touched by the
+// connection's goroutine only, but for the fields marked otherwise; while a
+// handler runs, the request body may be read on another goroutine (the
+// proxy's body writer), which then owns the read side (rbuf, r, w, body).
+type conn struct {
+	s         *Server
+	nc        net.Conn        // what requests are read from and responses written to
+	tcp       *net.TCPConn    // nc's socket when nc is plain TCP, for writev; else nil
+	raw       syscall.RawConn // the TCP socket (under TLS too): idle reads and peeks
+	closer    *countedConn    // the accepted connection; closing it releases MaxConns
+	tls       *tls.ConnectionState
+	tlsConfig *tls.Config // terminate TLS first, with this
+	remote    string
+
+	// The read side. Unread bytes are (*rbuf)[r:w]. rbuf is nil while the
+	// connection idles with nothing buffered.
+	rbuf *[]byte
+	r, w int
+	rdl  time.Time // the read deadline in force
+
+	head *[]byte // the current request's head; its strings point here
+	q    request
+	req  *http.Request
+	body body
+	res  response
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	state atomic.Int32 // stateIdle...; Shutdown reads it
+	watch atomic.Bool  // a handler runs and the socket is not read: the watcher peeks it
+
+	rawRead func(fd uintptr) bool // c.readRaw, bound once
+	rn      int
+	rerr    error
+	peekBuf [1]byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, closer: &countedConn{Conn: nc, s: s}}
+	c.nc = c.closer
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.tcp = tc
+		c.raw, _ = tc.SyscallConn()
+	}
+	c.remote = nc.RemoteAddr().String()
+	c.rawRead = c.readRaw
+	return c
+}
+
+// countedConn releases its MaxConns place when closed, however often.
+type countedConn struct {
+	net.Conn
+	s      *Server
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.s.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+func (c *conn) closeConn() {
+	c.closer.Close()
+	c.releaseRead()
+}
+
+func (c *conn) releaseRead() {
+	putBuf(c.rbuf)
+	c.rbuf, c.r, c.w = nil, 0, 0
+}
+
+// serve runs the connection until it closes, is hijacked or is handed
+// over.
+func (c *conn) serve() {
+	defer c.s.remove(c)
+	if c.tlsConfig != nil {
+		if ok := c.handshake(); !ok || c.state.Load() == stateGone {
+			if !ok {
+				c.closeConn()
+			}
+			return
+		}
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	defer c.cancel()
+	c.req = (&http.Request{}).WithContext(c.ctx)
+	c.req.Header = http.Header{}
+	c.req.RemoteAddr = c.remote
+	c.req.TLS = c.tls
+	c.q.r, c.q.url = c.req, &url.URL{}
+	c.body.c = c
+	c.res.c = c
+	c.res.hdr = http.Header{}
+
+	first := true
+	for {
+		n, err := c.readHead(first)
+		if err != nil {
+			switch {
+			case errors.Is(err, errHandoff):
+				c.handoff()
+				return
+			case errors.Is(err, errStop):
+			default:
+				var e *Error
+				if errors.As(err, &e) {
+					c.writeError(e.Status)
+				}
+			}
+			break
+		}
+		first = false
+		if !c.serveRequest(n) {
+			break
+		}
+	}
+	if c.state.Load() != stateGone {
+		c.closeConn()
+	}
+}
+
+var (
+	errHandoff = errors.New("HTTP/2 preface")
+	errStop    = errors.New("connection done")
+)
+
+// handshake completes TLS within the header timeout and reports whether it
+// succeeded. A connection that negotiated h2 is handed to H2 (its state is
+// then stateGone).
+func (c *conn) handshake() bool {
+	tc := tls.Server(c.closer, c.tlsConfig)
+	dl := time.Now().Add(c.s.headerTimeout())
+	c.closer.SetDeadline(dl)
+	if err := tc.Handshake(); err != nil {
+		c.s.logger().Debug("TLS handshake error", "remote_addr", c.remote, "err", err)
+		return false
+	}
+	c.closer.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	if st.NegotiatedProtocol == "h2" {
+		c.state.Store(stateGone)
+		if c.s.H2 == nil {
+			tc.Close()
+			return true
+		}
+		c.s.H2(tc)
+		return true
+	}
+	c.tls = &st
+	c.nc = tc
+	c.tcp = nil // reads and writes go through TLS; raw stays for peeks
+	return true
+}
+
+// handoff gives the connection, with what was read of it, to H2.
+func (c *conn) handoff() {
+	c.state.Store(stateGone)
+	if c.s.H2 == nil {
+		c.closeConn()
+		return
+	}
+	b := append([]byte(nil), (*c.rbuf)[c.r:c.w]...)
+	c.releaseRead()
+	c.s.H2(&replayConn{Conn: c.nc, buf: b})
+}
+
+// replayConn reads buf before the connection itself.
+type replayConn struct {
+	net.Conn
+	buf []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.buf) > 0 {
+		n := copy(p, c.buf)
+		c.buf = c.buf[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// setReadDeadline sets the read deadline unless it is in force already.
+func (c *conn) setReadDeadline(t time.Time) {
+	if !t.Equal(c.rdl) {
+		c.rdl = t
+		c.nc.SetReadDeadline(t)
+	}
+}
+
+// deadlineIn returns now+d rounded up to d/16 (at most a second), so that
+// consecutive requests share a deadline and skip the timer update.
+func deadlineIn(d time.Duration) time.Time {
+	g := min(max(d/16, time.Millisecond), time.Second)
+	return time.Now().Add(d + g).Truncate(g)
+}
+
+// readHead reads until the buffer holds a whole request head and returns
+// its length. The first bytes of a connection decide: the HTTP/2 preface
+// goes to H2 (errHandoff), a byte that cannot start a request line is a
+// 400 at once.
+func (c *conn) readHead(first bool) (int, error) {
+	if c.r == c.w {
+		// Nothing buffered: wait for the next request for as long as the
+		// idle (or, on a new connection, the header) timeout allows.
+		c.state.Store(stateIdle)
+		if first {
+			c.setReadDeadline(deadlineIn(c.s.headerTimeout()))
+		} else {
+			c.setReadDeadline(deadlineIn(c.s.idleTimeout()))
+		}
+		err := c.fill()
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return 0, errStop // Shutdown closed it
+		}
+		if err != nil {
+			return 0, errStop
+		}
+	} else {
+		c.state.Store(stateActive)
+	}
+	headerDeadline := false
+	max := c.s.Limits.head()
+	for {
+		b := (*c.rbuf)[c.r:c.w]
+		if first && isPrefaceStart(b) {
+			if len(b) >= len(preface) {
+				return 0, errHandoff
+			}
+		} else if n := headEnd(b); n > 0 {
+			if n > max {
+				return 0, errHeadTooLarge
+			}
+			return n, nil
+		} else if !startsRequest(b) {
+			return 0, errRequestLine
+		} else if len(b) > max {
+			return 0, errHeadTooLarge
+		}
+		if !headerDeadline {
+			// Part of a head came: the rest must follow within the
+			// header timeout (slowloris).
+			headerDeadline = true
+			if t := deadlineIn(c.s.headerTimeout()); c.rdl.IsZero() || t.Before(c.rdl) {
+				c.setReadDeadline(t)
+			}
+		}
+		if c.w == len(*c.rbuf) && c.r == 0 {
+			if len(*c.rbuf) >= max {
+				return 0, errHeadTooLarge
+			}
+			c.grow(max)
+		} else if c.tcp != nil && len(*c.rbuf) > classes[0] && c.w-c.r <= classes[0]/2 {
+			// A part of a small head, and the rest is not here: wait for
+			// it in a small buffer. A client that stalls mid-head
+			// (slowloris) pins 512 bytes, not 4 KiB.
+			nb := getBuf(classes[0])
+			c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
+			c.r = 0
+			putBuf(c.rbuf)
+			c.rbuf = nb
+		}
+		if err := c.fill(); err != nil {
+			return 0, errStop
+		}
+	}
+}
+
+// startsRequest reports whether b, an incomplete head, may be the start of
+// a request, after the empty lines a server ignores (RFC 9112 section
+// 2.2): as far as it goes, a method, SP, a target, SP and "HTTP/" DIGIT "."
+// DIGIT CRLF, so that bytes that cannot start a request line are refused
+// as soon as they come, not when the header timeout ends. The fields after
+// a complete request line are judged once the head is complete.
+func startsRequest(b []byte) bool {
+	for len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
+		b = b[2:]
+	}
+	if len(b) == 1 && b[0] == '\r' {
+		return true // an empty line's LF may follow
+	}
+	i := 0
+	for i < len(b) && isTchar(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		return true
+	}
+	if i == 0 || b[i] != ' ' {
+		return false
+	}
+	i++
+	j := i
+	for i < len(b) && b[i] > ' ' && b[i] < 0x7f {
+		i++
+	}
+	if i == len(b) {
+		return true
+	}
+	if i == j || b[i] != ' ' {
+		return false
+	}
+	for k, c := range b[i+1:] {
+		if k == len(versionPattern) {
+			break // the request line is complete
+		}
+		if p := versionPattern[k]; p == 'D' && !isDigit(c) || p != 'D' && c != p {
+			return false
+		}
+	}
+	return true
+}
+
+// versionPattern is the end of a request line; D stands for a digit.
+const versionPattern = "HTTP/D.D\r\n"
+
+// grow moves the buffered bytes into a larger buffer, up to max.
+func (c *conn) grow(max int) {
+	nb := getBuf(min(2*len(*c.rbuf), max+1))
+	copy(*nb, (*c.rbuf)[c.r:c.w])
+	c.w -= c.r
+	c.r = 0
+	putBuf(c.rbuf)
+	c.rbuf = nb
+}
+
+// fill reads once into the buffer's free space, taking a buffer if the
+// connection holds none. It returns io.EOF when the peer closed.
+func (c *conn) fill() error {
+	if c.rbuf != nil && c.r > 0 && (c.r == c.w || c.w == len(*c.rbuf)) {
+		copy(*c.rbuf, (*c.rbuf)[c.r:c.w])
+		c.w -= c.r
+		c.r = 0
+	}
+	if c.tcp != nil {
+		// Wait for readability before a buffer is taken: an idle
+		// keep-alive connection holds no buffer at all.
+		c.rn, c.rerr = 0, nil
+		if err := c.raw.Read(c.rawRead); err != nil {
+			return err
+		}
+		c.w += c.rn
+		return c.rerr
+	}
+	if c.rbuf == nil {
+		c.rbuf = getBuf(bufSize)
+	}
+	n, err := c.nc.Read((*c.rbuf)[c.w:])
+	c.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// readRaw is the callback of a raw read: it takes a buffer only once the
+// socket has bytes, and gives it back if it had none after all.
+func (c *conn) readRaw(fd uintptr) bool {
+	if c.rbuf == nil {
+		c.rbuf = getBuf(bufSize)
+	}
+	for {
+		n, err := syscall.Read(int(fd), (*c.rbuf)[c.w:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			if c.r == c.w {
+				c.releaseRead()
+			}
+			return false // wait for readability, then call again
+		case err != nil:
+			c.rerr = err
+		case n == 0:
+			c.rerr = io.EOF
+		}
+		c.rn = max(n, 0)
+		return true
+	}
+}
+
+// peerGone reports whether the client closed or reset its connection: a
+// non-blocking peek that finds end of file. Bytes waiting (a pipelined
+// request) mean the client is still there.
+func (c *conn) peerGone() bool {
+	if c.raw == nil {
+		return false
+	}
+	gone := false
+	c.raw.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = n == 0 && err == nil || err == syscall.ECONNRESET
+	})
+	return gone
+}
+
+// readDirect reads into p from the connection itself, bypassing the
+// buffer, which is empty.
+func (c *conn) readDirect(p []byte) (int, error) {
+	n, err := c.nc.Read(p)
+	if n == 0 && err == nil {
+		err = io.ErrNoProgress
+	}
+	return n, err
+}
+
+// serveRequest parses the head of n bytes at the start of the buffer, runs
+// the handler and finishes the response. It reports whether the
+// connection may carry another request.
+func (c *conn) serveRequest(n int) bool {
+	c.head = getBuf(n)
+	head := (*c.head)[:n]
+	copy(head, (*c.rbuf)[c.r:c.r+n])
+	c.r += n
+	if c.r == c.w && c.tcp != nil {
+		c.releaseRead() // nothing pipelined: hold no buffer while the handler runs
+	}
+	defer func() {
+		putBuf(c.head)
+		c.head = nil
+	}()
+
+	r := c.req
+	clear(r.Header)
+	r.Trailer = nil
+	r.Host = ""
+	if e := c.q.parse(head, c.s.Limits); e != nil {
+		c.writeError(e.Status)
+		return false
+	}
+	h := &c.q.head
+	c.body.reset(h)
+	if h.Framing == NoBody {
+		r.Body = http.NoBody
+	} else {
+		r.Body = &c.body
+		if h.Framing == Chunked {
+			r.Trailer = c.body.trailerMap()
+		}
+		// The deadline that bounded the head (header or idle timeout)
+		// does not bound the body: an upload takes as long as the
+		// handler lets it.
+		c.setReadDeadline(time.Time{})
+	}
+	c.res.reset(r, h)
+
+	c.watch.Store(h.Framing == NoBody)
+	c.s.begin()
+	aborted := c.runHandler()
+	c.s.end()
+	c.watch.Store(false)
+	if c.state.Load() == stateGone {
+		return false // hijacked: the connection is the handler's
+	}
+	if aborted {
+		return false
+	}
+	keep := c.res.finish()
+	if !c.body.consume() {
+		keep = false // the rest of the body is not worth reading
+	}
+	return keep && c.ctx.Err() == nil && !c.s.shutdown.Load()
+}
+
+// runHandler calls the handler and reports whether it panicked. A panic
+// with http.ErrAbortHandler is the handler's way to cut the response; any
+// other is logged. Either way the connection closes.
+func (c *conn) runHandler() (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			aborted = true
+			if v != http.ErrAbortHandler {
+				c.s.logger().Warn("panic serving request", "remote_addr", c.remote, "err", v)
+			}
+		}
+	}()
+	c.s.Handler.ServeHTTP(&c.res, c.req)
+	return false
+}
+
+// writeError answers a request the engine refuses itself, and the
+// connection closes after it.
+func (c *conn) writeError(code int) {
+	text := http.StatusText(code)
+	b := getBuf(256)
+	defer putBuf(b)
+	out := append((*b)[:0], "HTTP/1.1 "...)
+	out = appendStatus(out, code)
+	out = append(out, "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "...)
+	out = appendInt(out, int64(len(text)))
+	out = append(out, "\r\n\r\n"...)
+	out = append(out, text...)
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.nc.Write(out)
+}

@@ -1,0 +1,52 @@
+// Package h1 is queue's HTTP/1.1 wire code: a strict request-head parser
+// (RFC 9112), request body framing (length and chunked, with trailers), and
+// the serving engine that runs the request chain on each connection.
+//
+// # The engine
+//
+// [Server] runs one goroutine per connection. That goroutine reads, parses,
+// calls the handler and writes; there is no background reader and no
+// goroutine, map, context or timer per request. A connection owns one
+// *http.Request, its header map, URL, body reader and response writer, and
+// reuses them for each request it carries.
+//
+// The first bytes of a connection decide: the HTTP/2 client preface, or ALPN
+// "h2" on TLS, hands the connection to [Server.H2]; a byte that cannot start
+// a request line is answered 400 at once.
+//
+// A client that closes its connection while its request is in a handler is
+// noticed by one watcher goroutine per server, which runs only while
+// requests are in flight and peeks at each such connection every 100 ms:
+// end of file cancels the request's context.
+//
+// # Buffers and who owns them
+//
+//   - The read buffer (4 KiB, pooled) is taken when bytes arrive and given
+//     back whenever it holds nothing unread: an idle keep-alive connection
+//     holds no buffer at all, since a plain TCP connection waits for
+//     readability before it takes one (syscall.RawConn). A head larger than
+//     the buffer grows it up to Limits.MaxHeadBytes.
+//   - A request's head is copied out of the read buffer into a buffer of its
+//     size, which the request owns until the handler returns. The
+//     request's strings (method, target, header keys and values) point into
+//     it without copying. A handler must therefore not keep any of them, nor
+//     the *http.Request, after it returns; whatever outlives the request
+//     (a span exported later, a log line written later) must copy.
+//   - The response buffers (the head, and up to 4 KiB of body) are taken at
+//     the first write and given back when the response is complete.
+//
+// # Goroutines
+//
+// The connection's goroutine owns everything but this: while a handler
+// runs, the request body may be read on another goroutine (the proxy's
+// body writer streams an upload while the response is read), which then
+// owns the read side; the handler's goroutine owns the response. Server
+// fields and the watcher's per-connection flags are safe for concurrent
+// use.
+//
+// # What it does not do
+//
+// It does not serve HTTP/2 (H2 does), absolute-form or CONNECT targets
+// beyond parsing them (the proxy refuses them), or transfer codings other
+// than chunked (501). It does not sniff content types.
+package h1

@@ -1,0 +1,622 @@
+package h1
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"unsafe"
+)
+
+// Limits bound what a peer may send in one message head. The zero value of
+// each field means the default named on it.
+type Limits struct {
+	// MaxHeadBytes bounds a request head: request line, fields and the empty
+	// line. Over it: 431. 0 means 64 KiB.
+	MaxHeadBytes int
+	// MaxTargetBytes bounds the request target. Over it: 414. 0 means 8 KiB,
+	// nginx's default for a request line.
+	MaxTargetBytes int
+	// MaxFields bounds the number of header fields. Over it: 431. 0 means 100
+	// (Envoy's max_headers_count; HAProxy's tune.http.maxhdr is 101).
+	MaxFields int
+}
+
+func (l Limits) head() int   { return orDefault(l.MaxHeadBytes, 64<<10) }
+func (l Limits) target() int { return orDefault(l.MaxTargetBytes, 8<<10) }
+func (l Limits) fields() int { return orDefault(l.MaxFields, 100) }
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Error is a request that cannot be served: the status it gets and why.
+// The reason is for logs only; a client sees http.StatusText(Status).
+type Error struct {
+	Status int
+	Reason string
+}
+
+func (e *Error) Error() string { return "bad request head: " + e.Reason }
+
+// HTTPStatus returns the status the client gets.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+func badRequest(reason string) *Error { return &Error{Status: http.StatusBadRequest, Reason: reason} }
+
+// Errors that parsing returns; each is one *Error value, so that returning
+// one allocates nothing.
+var (
+	errBareLF         = badRequest("bare LF")
+	errBareCR         = badRequest("CR not followed by LF")
+	errRequestLine    = badRequest("malformed request line")
+	errMethod         = badRequest("invalid method")
+	errTarget         = badRequest("invalid request target")
+	errVersion        = badRequest("malformed HTTP version")
+	errFieldName      = badRequest("invalid field name")
+	errSpaceColon     = badRequest("whitespace before colon")
+	errObsFold        = badRequest("obs-fold")
+	errFieldValue     = badRequest("invalid field value")
+	errNoHost         = badRequest("missing Host")
+	errTwoHosts       = badRequest("repeated Host")
+	errBadHost        = badRequest("invalid Host")
+	errContentLength  = badRequest("malformed or differing Content-Length")
+	errCLandTE        = badRequest("Content-Length with Transfer-Encoding")
+	errTENotChunked   = badRequest("Transfer-Encoding does not end in chunked")
+	errTEHTTP10       = badRequest("Transfer-Encoding in HTTP/1.0")
+	errChunkedTwice   = badRequest("chunked applied twice")
+	errHeadTooLarge   = &Error{Status: http.StatusRequestHeaderFieldsTooLarge, Reason: "head over the limit"}
+	errTooManyFields  = &Error{Status: http.StatusRequestHeaderFieldsTooLarge, Reason: "too many fields"}
+	errTargetTooLong  = &Error{Status: http.StatusRequestURITooLong, Reason: "target over the limit"}
+	errVersionUnknown = &Error{Status: http.StatusHTTPVersionNotSupported, Reason: "unsupported HTTP version"}
+	errCoding         = &Error{Status: http.StatusNotImplemented, Reason: "unsupported transfer coding"}
+	errExpect         = &Error{Status: http.StatusExpectationFailed, Reason: "unsupported expectation"}
+)
+
+// Framing says how a request body is delimited.
+type Framing uint8
+
+// Framings of a request body (RFC 9112 section 6.3).
+const (
+	NoBody  Framing = iota // no body
+	Length                 // Content-Length bytes
+	Chunked                // chunked transfer coding
+)
+
+// Head is what the connection needs to know of a parsed request beyond the
+// http.Request fields: framing and connection management.
+type Head struct {
+	Framing       Framing
+	ContentLength int64 // with Length
+	Close         bool  // the connection closes after this exchange
+	KeepAlive10   bool  // an HTTP/1.0 request asked for keep-alive
+	Expect100     bool  // Expect: 100-continue
+	Upgrade       bool  // an Upgrade field was sent
+}
+
+// headEnd returns the length of the head at the start of b, including the
+// CRLF CRLF that ends it, or -1 when b holds no complete head. A bare LF is
+// found by the parser; here any LF counts as a line end so that a head
+// with one is still delimited, and refused with 400, not waited on.
+func headEnd(b []byte) int {
+	i := 0
+	// Empty lines before the request line are skipped, as parse skips them:
+	// they do not end a head that has not begun.
+	for i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
+		i += 2
+	}
+	for {
+		j := indexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		case i+1 == len(b) && b[i] == '\r':
+			return -1
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	// The standard library's IndexByte is vectorized.
+	return strings.IndexByte(unsafe.String(unsafe.SliceData(b), len(b)), c)
+}
+
+// str returns b as a string without copying. The string is valid only as
+// long as b is not written: the connection keeps a request's head bytes
+// unchanged until the handler has returned (doc.go).
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// request is the parser's output: the connection's reused http.Request and
+// the storage behind its fields.
+type request struct {
+	r    *http.Request
+	url  *url.URL
+	vals []string // backing store for one-value header slices
+	head Head
+}
+
+// parse parses the complete head b (request line, fields, empty line) into
+// q. Field names are canonicalized in place, so b must be writable and
+// owned by the request. Strings in q.r point into b.
+func (q *request) parse(b []byte, lim Limits) *Error {
+	r := q.r
+	// RFC 9112 section 2.2: a server SHOULD ignore at least one empty line
+	// before the request line.
+	for len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
+		b = b[2:]
+	}
+	line, rest, err := cutLine(b)
+	if err != nil {
+		return err
+	}
+	sp1 := indexByte(line, ' ')
+	if sp1 <= 0 {
+		return errRequestLine
+	}
+	method := line[:sp1]
+	for _, c := range method {
+		if !isTchar(c) {
+			return errMethod
+		}
+	}
+	line = line[sp1+1:]
+	sp2 := indexByte(line, ' ')
+	if sp2 < 0 {
+		return errRequestLine
+	}
+	target, version := line[:sp2], line[sp2+1:]
+	if len(target) == 0 {
+		return errTarget
+	}
+	if len(target) > lim.target() {
+		return errTargetTooLong
+	}
+	for _, c := range target {
+		if c <= ' ' || c >= 0x7f {
+			return errTarget
+		}
+	}
+	switch str(version) {
+	case "HTTP/1.1":
+		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	case "HTTP/1.0":
+		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
+	default:
+		if len(version) == 8 && str(version[:5]) == "HTTP/" && isDigit(version[5]) && version[6] == '.' && isDigit(version[7]) {
+			return errVersionUnknown
+		}
+		return errVersion
+	}
+	r.Method = internMethod(method)
+	r.RequestURI = str(target)
+	if e := q.setURL(r.RequestURI); e != nil {
+		return e
+	}
+
+	h := r.Header
+	q.vals = q.vals[:0]
+	q.head = Head{}
+	var (
+		hosts, fields int
+		cl            = int64(-1)
+		te            []byte
+		teSeen        bool
+		connection    []byte
+	)
+	for {
+		line, rest, err = cutLine(rest)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		if fields++; fields > lim.fields() {
+			return errTooManyFields
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return errObsFold // RFC 9112 section 5.2: reject, as a server may
+		}
+		colon := indexByte(line, ':')
+		if colon <= 0 {
+			return errFieldName
+		}
+		name := line[:colon]
+		for i, c := range name {
+			if !isTchar(c) {
+				if (c == ' ' || c == '\t') && i > 0 {
+					return errSpaceColon // RFC 9112 section 5.1: MUST reject
+				}
+				return errFieldName
+			}
+		}
+		value := trimOWS(line[colon+1:])
+		for _, c := range value {
+			if c < ' ' && c != '\t' || c == 0x7f {
+				return errFieldValue
+			}
+		}
+		canonicalize(name)
+		key, v := str(name), str(value)
+		switch key {
+		case "Host":
+			if hosts++; hosts > 1 {
+				return errTwoHosts
+			}
+			if !validHost(value) {
+				return errBadHost
+			}
+			r.Host = v
+			continue // net/http's convention: Host lives in r.Host only
+		case "Content-Length":
+			n, ok := parseContentLength(v)
+			if !ok || (cl >= 0 && n != cl) {
+				return errContentLength
+			}
+			if cl >= 0 {
+				continue // a repeated, equal value is kept once
+			}
+			cl = n
+		case "Transfer-Encoding":
+			if teSeen {
+				// Rare: a second field line. A fresh slice: te points into
+				// the head, which append must not overwrite.
+				te = append(append(append([]byte(nil), te...), ','), value...)
+			} else {
+				te, teSeen = value, true
+			}
+			continue
+		case "Connection":
+			if connection == nil {
+				connection = value
+			} else {
+				connection = nil // two lines: judged from the map below
+			}
+		case "Expect":
+			if !strings.EqualFold(v, "100-continue") {
+				return errExpect
+			}
+			// RFC 9110 section 10.1.1: an HTTP/1.0 client gets no 100.
+			q.head.Expect100 = r.ProtoMinor == 1
+		case "Upgrade":
+			q.head.Upgrade = true
+		}
+		q.vals = append(q.vals, v)
+		n := len(q.vals)
+		if old, ok := h[key]; ok {
+			h[key] = append(old, v)
+		} else {
+			h[key] = q.vals[n-1 : n : n]
+		}
+	}
+	if len(rest) != 0 {
+		return errRequestLine // the caller passes exactly one head
+	}
+	if r.ProtoMinor == 1 && hosts == 0 {
+		return errNoHost // RFC 9112 section 3.2
+	}
+	if r.URL.Host != "" {
+		r.Host = r.URL.Host // RFC 9112 section 3.2.2: the target's authority wins over Host
+	}
+
+	// Framing, RFC 9112 section 6.
+	switch {
+	case teSeen:
+		if cl >= 0 {
+			return errCLandTE // section 6.3 item 3: a server ought to reject it
+		}
+		if r.ProtoMinor == 0 {
+			return errTEHTTP10 // section 6.1: faulty framing
+		}
+		if e := parseTE(te); e != nil {
+			return e
+		}
+		q.head.Framing = Chunked
+		r.ContentLength = -1
+		r.TransferEncoding = chunkedTE
+	case cl > 0:
+		q.head.Framing, q.head.ContentLength = Length, cl
+		r.ContentLength = cl
+		r.TransferEncoding = nil
+	default:
+		r.ContentLength = 0
+		r.TransferEncoding = nil
+	}
+
+	// Connection management, RFC 9112 section 9.3.
+	closeTok, keepAliveTok := false, false
+	if connection != nil {
+		closeTok, keepAliveTok = connectionTokens(str(connection))
+	} else if vv := h["Connection"]; len(vv) > 1 {
+		for _, v := range vv {
+			c, k := connectionTokens(v)
+			closeTok, keepAliveTok = closeTok || c, keepAliveTok || k
+		}
+	}
+	if r.ProtoMinor == 0 {
+		q.head.KeepAlive10 = keepAliveTok && !closeTok
+		q.head.Close = !q.head.KeepAlive10
+	} else {
+		q.head.Close = closeTok
+	}
+	r.Close = q.head.Close
+	return nil
+}
+
+var chunkedTE = []string{"chunked"}
+
+// parseTE checks a Transfer-Encoding list: it must end in chunked, and
+// chunked must appear once (RFC 9112 section 6.1). Other codings are not
+// supported (501): the upstream is sent the body de-chunked and re-framed,
+// so a coding queue does not decode would be lost on the way.
+func parseTE(v []byte) *Error {
+	s := str(v)
+	var n, chunked int
+	last := ""
+	for s != "" {
+		var tok string
+		tok, s, _ = strings.Cut(s, ",")
+		if tok = strings.Trim(tok, " \t"); tok == "" {
+			continue
+		}
+		n++
+		last = tok
+		if strings.EqualFold(tok, "chunked") {
+			chunked++
+		}
+	}
+	switch {
+	case !strings.EqualFold(last, "chunked"):
+		return errTENotChunked
+	case chunked > 1:
+		return errChunkedTwice
+	case n != chunked:
+		return errCoding
+	}
+	return nil
+}
+
+// connectionTokens reports whether a Connection value holds close and
+// keep-alive.
+func connectionTokens(v string) (closeTok, keepAlive bool) {
+	for v != "" {
+		var tok string
+		tok, v, _ = strings.Cut(v, ",")
+		tok = strings.Trim(tok, " \t")
+		switch {
+		case strings.EqualFold(tok, "close"):
+			closeTok = true
+		case strings.EqualFold(tok, "keep-alive"):
+			keepAlive = true
+		}
+	}
+	return closeTok, keepAlive
+}
+
+// setURL fills q.url from an origin-form target (the only form an origin
+// sidecar serves; the asterisk form is kept as a path of "*"). Other forms
+// are parsed by net/url, which allocates; the proxy refuses them later.
+func (q *request) setURL(target string) *Error {
+	u := q.url
+	*u = url.URL{}
+	q.r.URL = u
+	if target[0] != '/' {
+		authority := q.r.Method == http.MethodConnect
+		if target == "*" && !authority {
+			u.Path = "*"
+			return nil
+		}
+		if authority {
+			// The authority form (RFC 9112 section 3.2.3) parsed as net/http
+			// does: as the authority of a URL without a scheme.
+			target = "http://" + target
+		}
+		pu, err := url.ParseRequestURI(target)
+		if err != nil {
+			return errTarget
+		}
+		if authority {
+			pu.Scheme = ""
+		}
+		q.r.URL = pu
+		return nil
+	}
+	path := target
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		path, u.RawQuery = target[:i], target[i+1:]
+		u.ForceQuery = u.RawQuery == "" // as net/url: "/a?" stays "/a?" upstream
+	}
+	if strings.IndexByte(path, '%') < 0 {
+		u.Path = path
+		if !plainPath(path) {
+			// As net/url does: without RawPath, EscapedPath (and so what
+			// is sent upstream) would escape what the client sent as is
+			// ("/!" as "/%21").
+			u.RawPath = path
+		}
+		return nil
+	}
+	p, err := url.PathUnescape(path)
+	if err != nil {
+		return errTarget
+	}
+	u.Path, u.RawPath = p, path
+	return nil
+}
+
+// plainPath reports whether net/url escapes none of path's bytes: ALPHA,
+// DIGIT, "-._~" and "$&+,/:;=@".
+func plainPath(path string) bool {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~$&+,/:;=@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// cutLine splits b at the first CRLF. A bare LF, or a CR not followed by
+// LF, is an error (RFC 9112 section 2.2: a server may accept a bare LF;
+// queue, like HAProxy, does not, so that no two parsers on the way can
+// disagree on where a line ends).
+func cutLine(b []byte) (line, rest []byte, err *Error) {
+	i := indexByte(b, '\n')
+	if i < 0 {
+		return b, nil, errRequestLine
+	}
+	if i == 0 || b[i-1] != '\r' {
+		return nil, nil, errBareLF
+	}
+	line = b[:i-1]
+	if indexByte(line, '\r') >= 0 {
+		return nil, nil, errBareCR
+	}
+	return line, b[i+1:], nil
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// isTchar reports a token character (RFC 9110 section 5.6.2).
+func isTchar(c byte) bool { return c < 0x80 && tchar[c] }
+
+var tchar = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// canonicalize rewrites a valid field name in place into the canonical
+// form net/http uses for map keys ("content-type" -> "Content-Type").
+func canonicalize(b []byte) {
+	upper := true
+	for i, c := range b {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			b[i] = c - ('a' - 'A')
+		case !upper && 'A' <= c && c <= 'Z':
+			b[i] = c + ('a' - 'A')
+		}
+		upper = c == '-'
+	}
+}
+
+// parseContentLength accepts 1*DIGIT, or a list of equal such values (RFC
+// 9110 section 8.6), up to 18 digits.
+func parseContentLength(s string) (int64, bool) {
+	n := int64(-1)
+	for {
+		var f string
+		var more bool // a comma follows: so must another value ("5," is refused)
+		f, s, more = strings.Cut(s, ",")
+		f = strings.Trim(f, " \t")
+		if f == "" || len(f) > 18 {
+			return 0, false
+		}
+		var m int64
+		for i := 0; i < len(f); i++ {
+			if !isDigit(f[i]) {
+				return 0, false
+			}
+			m = m*10 + int64(f[i]-'0')
+		}
+		if n >= 0 && m != n {
+			return 0, false
+		}
+		n = m
+		if !more {
+			return n, true
+		}
+	}
+}
+
+// validHost checks a Host value: uri-host [ ":" port ] (RFC 9110 section
+// 7.2), by the characters it may hold; an empty value is allowed.
+func validHost(v []byte) bool {
+	for _, c := range v {
+		if !hostChar(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func hostChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:[]%", c) >= 0
+}
+
+// internMethod returns a static string for the common methods, so that the
+// method outlives the head's buffer; other methods point into it.
+func internMethod(m []byte) string {
+	switch str(m) {
+	case "GET":
+		return http.MethodGet
+	case "HEAD":
+		return http.MethodHead
+	case "POST":
+		return http.MethodPost
+	case "PUT":
+		return http.MethodPut
+	case "DELETE":
+		return http.MethodDelete
+	case "OPTIONS":
+		return http.MethodOptions
+	case "PATCH":
+		return http.MethodPatch
+	case "CONNECT":
+		return http.MethodConnect
+	case "TRACE":
+		return http.MethodTrace
+	}
+	return str(m)
+}
+
+// isPrefaceStart reports whether b, the first bytes of a connection, may
+// still be the start of the HTTP/2 client preface (RFC 9113 section 3.4).
+func isPrefaceStart(b []byte) bool {
+	n := min(len(b), len(preface))
+	return str(b[:n]) == preface[:n]
+}
+
+const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// errChunk is a malformed chunked body.
+var errChunk = errors.New("malformed chunked body")

@@ -1,0 +1,322 @@
+package h1
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server serves HTTP/1.1 on the connections it accepts, with one goroutine
+// per connection that reads, parses, runs Handler and writes. Connections
+// that speak HTTP/2 (the client preface on a plain connection, ALPN "h2"
+// on TLS) are handed to H2. Set the fields before the first Serve; they
+// must not change afterwards.
+type Server struct {
+	// Handler serves every request. Required. The *http.Request and its
+	// fields (strings included) are valid only until ServeHTTP returns: the
+	// connection reuses them for its next request (doc.go).
+	Handler http.Handler
+	// H2 takes over a connection whose first bytes are the HTTP/2 client
+	// preface, or a TLS connection that negotiated "h2". The connection
+	// replays what was already read. nil: such connections are closed.
+	H2 func(net.Conn)
+	// Limits bound a request head (see Limits for the defaults).
+	Limits Limits
+	// ReadHeaderTimeout bounds the reading of a request head once its first
+	// byte came (and of a TLS handshake). 0 means 10 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request
+	// for this long. 0 means 120 s.
+	IdleTimeout time.Duration
+	// MaxConns bounds the open connections; one beyond is closed at once,
+	// before any byte is read. 0 means no bound.
+	MaxConns int
+	// Logger receives handler panics (warn) and refused connections
+	// (debug). nil discards.
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	lns      map[net.Listener]struct{}
+	shutdown atomic.Bool
+	open     atomic.Int64 // connections counted against MaxConns
+
+	inflight atomic.Int64 // requests in a handler: the watcher runs while > 0
+	watching atomic.Bool
+	scratch  []*conn // the watcher's snapshot, reused
+}
+
+const (
+	defaultHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout   = 120 * time.Second
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = http.ErrServerClosed
+
+func (s *Server) headerTimeout() time.Duration {
+	if s.ReadHeaderTimeout > 0 {
+		return s.ReadHeaderTimeout
+	}
+	return defaultHeaderTimeout
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return defaultIdleTimeout
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return discard
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// Serve accepts connections on ln until Shutdown or Close, and serves each
+// on its own goroutine. It always returns a non-nil error.
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// ServeTLS is Serve with TLS terminated on every connection. cfg's
+// NextProtos decide what ALPN offers; "h2" connections go to H2.
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serve(ln, cfg) }
+
+func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
+	if !s.track(ln, true) {
+		ln.Close()
+		return ErrServerClosed
+	}
+	defer s.track(ln, false)
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.shutdown.Load() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
+				// Out of file descriptors and the like: back off as
+				// net/http does, then accept again.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		if s.MaxConns > 0 && s.open.Add(1) > int64(s.MaxConns) {
+			s.open.Add(-1)
+			if tc, ok := nc.(*net.TCPConn); ok {
+				tc.SetLinger(0) // a reset, not an answer
+			}
+			nc.Close()
+			continue
+		} else if s.MaxConns <= 0 {
+			s.open.Add(1)
+		}
+		c := newConn(s, nc)
+		c.tlsConfig = cfg
+		if !s.add(c) {
+			c.closeConn()
+			return ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+func (s *Server) track(ln net.Listener, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shutdown.Load() {
+			return false
+		}
+		if s.lns == nil {
+			s.lns = map[net.Listener]struct{}{}
+		}
+		s.lns[ln] = struct{}{}
+	} else {
+		delete(s.lns, ln)
+	}
+	return true
+}
+
+func (s *Server) add(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown.Load() {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[*conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) remove(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown stops accepting, closes idle connections, and waits until every
+// request in flight has been answered (each connection then closes) or ctx
+// is done; then it closes what is left and returns ctx's error. Hijacked
+// and handed-over connections are not waited for.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeListeners()
+	// Poll as net/http does: from 1 ms, doubling, to at most 500 ms.
+	wait := time.Millisecond
+	for {
+		if s.closeIdle() {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.Close()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.closeListeners()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shutdown.Store(true)
+	for ln := range s.lns {
+		ln.Close()
+	}
+}
+
+// closeIdle closes the connections that wait for a request and reports
+// whether none is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.nc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+// watchPeriod is how often connections with a request in a handler are
+// checked for a client that went away.
+const watchPeriod = 100 * time.Millisecond
+
+// begin counts a request into a handler and starts the watcher if it is
+// not running. The watcher is one goroutine for the whole server and runs
+// only while requests are in flight: an idle server has no timer.
+func (s *Server) begin() {
+	if s.inflight.Add(1) == 1 && s.watching.CompareAndSwap(false, true) {
+		go s.watch()
+	}
+}
+
+func (s *Server) end() { s.inflight.Add(-1) }
+
+// watch cancels the context of every request whose client closed its
+// connection, every watchPeriod, while requests are in flight. This
+// replaces net/http's background read per connection (a goroutine wake-up
+// and a read per request) with one peek per in-flight request and tick.
+func (s *Server) watch() {
+	t := time.NewTimer(watchPeriod)
+	defer t.Stop()
+	for {
+		<-t.C
+		s.mu.Lock()
+		s.scratch = s.scratch[:0]
+		for c := range s.conns {
+			if c.watch.Load() {
+				s.scratch = append(s.scratch, c)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range s.scratch {
+			if c.watch.Load() && c.peerGone() {
+				c.cancel()
+			}
+		}
+		clear(s.scratch)
+		if s.inflight.Load() == 0 {
+			s.watching.Store(false)
+			// A request that began after the load above saw watching
+			// true and started nobody: take the job back if so.
+			if s.inflight.Load() == 0 || !s.watching.CompareAndSwap(false, true) {
+				return
+			}
+		}
+		t.Reset(watchPeriod)
+	}
+}
+
+// Handoff is a net.Listener that yields the connections a Server hands
+// over (its Give method is a Server's H2), so that net/http's HTTP/2
+// server can Serve them. Create it with NewHandoff.
+type Handoff struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+	addr net.Addr
+}
+
+// NewHandoff returns a Handoff that reports addr as its address.
+func NewHandoff(addr net.Addr) *Handoff {
+	return &Handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: addr}
+}
+
+// Give passes c to Accept, or closes it once the Handoff is closed.
+func (l *Handoff) Give(c net.Conn) {
+	select {
+	case l.ch <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// Accept implements net.Listener.
+func (l *Handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (l *Handoff) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Handoff) Addr() net.Addr { return l.addr }
