@@ -363,7 +363,7 @@ peer() {
       local NAME
       # shellcheck source=bench/floor.peer
       source "$HERE/floor.peer"
-      SCENARIOS="c1 c64 c1same conn1000 stall5000" ;;
+      SCENARIOS="c1 c64 c1same get64k post16k conn1000 stall5000" ;;
     queue)
       # Side ports moved off their defaults; no drain wait when stopped.
       LISTEN=127.0.0.1:18017 H2C=127.0.0.1:18017

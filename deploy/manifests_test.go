@@ -34,13 +34,17 @@ import (
 // it is the queue sidecar.
 const queueImage = "ghcr.io/queue-dev/queue"
 
-// Queue's defaults, from the contract (section 1).
+// Queue's defaults, from docs/contract.md section 1.1.
 const (
-	defaultListen           = ":8012"
-	defaultAdminListen      = ":8022"
-	defaultMetricsListen    = ":9091"
-	defaultTimeout          = 300 * time.Second
-	defaultDrainQuietPeriod = 30 * time.Second
+	defaultListen        = ":8012"
+	defaultAdminListen   = ":8022"
+	defaultMetricsListen = ":9091"
+	defaultTimeout       = 300 * time.Second
+	// The quiet period's default depends on the mode: none standalone, 30 s
+	// in Knative mode, which SERVING_REVISION in the environment selects.
+	defaultDrainQuietPeriod = 0
+	knativeDrainQuietPeriod = 30 * time.Second
+	knativeModeVar          = "SERVING_REVISION"
 	// Kubernetes' default terminationGracePeriodSeconds.
 	defaultGracePeriod = 30 * time.Second
 	// measuredRSS1000Conns is queue's RSS with 1000 keep-alive connections, from
@@ -325,7 +329,11 @@ func readSettings(c corev1.Container) (queueSettings, error) {
 	}
 	s.metricsPort, _, err = settingPort(c, "metrics-listen", defaultMetricsListen)
 	errs = append(errs, err)
-	s.quietPeriod, err = settingDuration(c, "drain-quiet-period", defaultDrainQuietPeriod.String())
+	quiet := time.Duration(defaultDrainQuietPeriod)
+	if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == knativeModeVar && (e.Value != "" || e.ValueFrom != nil) }) {
+		quiet = knativeDrainQuietPeriod
+	}
+	s.quietPeriod, err = settingDuration(c, "drain-quiet-period", quiet.String())
 	errs = append(errs, err)
 	timeout, err := settingDuration(c, "timeout", defaultTimeout.String())
 	errs = append(errs, err)
@@ -622,19 +630,21 @@ func TestSetting(t *testing.T) {
 		bad  bool
 	}{
 		{name: "defaults", c: corev1.Container{Args: []string{"--upstream", ":8080"}},
+			want: queueSettings{8012, 8022, 9091, 0, 300 * time.Second}},
+		{name: "Knative mode's quiet period", c: corev1.Container{Env: []corev1.EnvVar{{Name: "SERVING_REVISION", Value: "hello-00001"}}},
 			want: queueSettings{8012, 8022, 9091, 30 * time.Second, 300 * time.Second}},
 		{name: "drain timeout follows --timeout", c: corev1.Container{Args: []string{"--upstream=:8080", "-timeout", "20s"}},
-			want: queueSettings{8012, 8022, 9091, 30 * time.Second, 20 * time.Second}},
+			want: queueSettings{8012, 8022, 9091, 0, 20 * time.Second}},
 		{name: "flags after a bool flag", c: corev1.Container{Args: []string{"--access-log", "--drain-timeout", "5s", "--drain-quiet-period=1s", "--listen", "127.0.0.1:9000"}},
 			want: queueSettings{9000, 8022, 9091, time.Second, 5 * time.Second}},
 		{name: "environment", c: corev1.Container{Env: []corev1.EnvVar{{Name: "QUEUE_DRAIN_QUIET_PERIOD", Value: "2s"}, {Name: "QUEUE_TIMEOUT", Value: "3s"}}},
 			want: queueSettings{8012, 8022, 9091, 2 * time.Second, 3 * time.Second}},
 		{name: "flag wins over environment", c: corev1.Container{Args: []string{"--timeout", "4s"}, Env: []corev1.EnvVar{{Name: "QUEUE_TIMEOUT", Value: "3s"}}},
-			want: queueSettings{8012, 8022, 9091, 30 * time.Second, 4 * time.Second}},
+			want: queueSettings{8012, 8022, 9091, 0, 4 * time.Second}},
 		{name: "command", c: corev1.Container{Command: []string{"/queue", "--drain-timeout", "7s"}, Args: []string{"--admin-listen", ":9022"}},
-			want: queueSettings{8012, 9022, 9091, 30 * time.Second, 7 * time.Second}},
+			want: queueSettings{8012, 9022, 9091, 0, 7 * time.Second}},
 		{name: "no timeout", c: corev1.Container{Args: []string{"--timeout", "0"}},
-			want: queueSettings{8012, 8022, 9091, 30 * time.Second, 0}},
+			want: queueSettings{8012, 8022, 9091, 0, 0}},
 		{name: "malformed duration", c: corev1.Container{Args: []string{"--drain-timeout", "20"}}, bad: true},
 		{name: "missing value", c: corev1.Container{Args: []string{"--drain-timeout"}}, bad: true},
 		{name: "admin on loopback", c: corev1.Container{Args: []string{"--admin-listen", "127.0.0.1:8022"}}, bad: true},

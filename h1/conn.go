@@ -108,16 +108,11 @@ func (c *conn) serve() {
 			return
 		}
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	defer c.cancel()
-	c.req = (&http.Request{}).WithContext(c.ctx)
-	c.req.Header = http.Header{}
-	c.req.RemoteAddr = c.remote
-	c.req.TLS = c.tls
-	c.q.r, c.q.url = c.req, &url.URL{}
-	c.body.c = c
-	c.res.c = c
-	c.res.hdr = http.Header{}
+	defer func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
+	}()
 
 	first := true
 	for {
@@ -433,10 +428,28 @@ func (c *conn) readDirect(p []byte) (int, error) {
 	return n, err
 }
 
+// init makes the request state the connection reuses, at its first
+// request: a connection that never sends a whole head (a port scan, a
+// stalled client) costs no more than its buffer and goroutine.
+func (c *conn) init() {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.req = (&http.Request{}).WithContext(c.ctx)
+	c.req.Header = http.Header{}
+	c.req.RemoteAddr = c.remote
+	c.req.TLS = c.tls
+	c.q.r, c.q.url = c.req, &url.URL{}
+	c.body.c = c
+	c.res.c = c
+	c.res.hdr = http.Header{}
+}
+
 // serveRequest parses the head of n bytes at the start of the buffer, runs
 // the handler and finishes the response. It reports whether the
 // connection may carry another request.
 func (c *conn) serveRequest(n int) bool {
+	if c.req == nil {
+		c.init()
+	}
 	c.head = getBuf(n)
 	head := (*c.head)[:n]
 	copy(head, (*c.rbuf)[c.r:c.r+n])

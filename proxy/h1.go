@@ -27,9 +27,10 @@ const (
 	maxHeaderBytes = 64 << 10
 	// readBufSize is the upstream read buffer: it holds a response head and
 	// a small body, which are written to the client straight out of it
-	// (Peek/Discard). A larger body is read into a pooled 32 KiB copy buffer
-	// held only while it is copied, so a request in flight pins 8 KiB of
-	// buffers, not 20 (memory at 1000 connections, README).
+	// (Peek/Discard). A larger body is read into a pooled 64 KiB copy buffer
+	// held only while it is copied, so a request in flight pins 4 KiB of
+	// read buffer (memory at 1000 connections, README), and a 64 KiB
+	// response takes two reads and one write to the client.
 	readBufSize = 4 << 10
 	// directRead is the remaining body size from which the copy reads
 	// straight from the connection instead of through the read buffer.
@@ -50,6 +51,9 @@ const (
 	// Bodies this small cannot deadlock the exchange: they fit in the
 	// kernel's socket buffers whether or not the upstream reads them.
 	smallBody = 64 << 10
+	// copyBufSize is the copy buffer of a large response body (see
+	// readBufSize).
+	copyBufSize = 64 << 10
 	// max1xx bounds the informational responses skipped before the final one.
 	max1xx = 16
 	// retireSlack is how long after the first idle connection expires the
@@ -84,7 +88,7 @@ const DefaultIdleConnTimeout = 1500 * time.Millisecond
 var (
 	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
-	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }} // a streamed request body's
 )
 
 // bodyPools hold request bodies by size class (4, 16, 64 KiB), as *[]byte
@@ -233,6 +237,19 @@ type h1Conn struct {
 	keepAlive time.Duration
 	expires   time.Time
 
+	// tcp and raw are nc's socket when it is TCP, else nil: raw reads try
+	// the socket before they flush the client's response (Read).
+	tcp        *net.TCPConn
+	raw        syscall.RawConn
+	readFn     func(uintptr) bool // c.rawRead, bound once
+	rp         []byte
+	rn         int
+	rerr       error
+	flushFirst http.Flusher // flushed if a read has to wait; then flushed is set
+	flushed    bool
+	bufs       net.Buffers
+	vec        [2][]byte
+
 	// head holds the response head while its exchange lasts: the fields
 	// passed to the client point into it (h1.ParseResponse), so it is
 	// given back only once the client's response is written (detach).
@@ -289,8 +306,75 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // Read and Write make h1Conn the buffers' underlying reader and writer. It
 // hides net.TCPConn's ReadFrom from bufio.Writer, whose ReadFrom would
 // otherwise hand a request body to io.Copy and its 32 KiB allocation.
-func (c *h1Conn) Read(p []byte) (int, error)  { return c.nc.Read(p) }
+//
+// Read flushes c.flushFirst, when set, only if the read would wait: bytes
+// already there are read first, so that a response arriving in pieces
+// goes to the client in few writes, and a stream still goes out as soon as
+// the upstream pauses.
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.flushFirst == nil {
+		return c.nc.Read(p)
+	}
+	if c.raw == nil {
+		c.flushFirst.Flush()
+		c.flushFirst, c.flushed = nil, true
+		return c.nc.Read(p)
+	}
+	c.rp, c.rn, c.rerr = p, 0, nil
+	err := c.raw.Read(c.readFn)
+	c.rp = nil
+	if err != nil {
+		return 0, err // a deadline, or the connection closed
+	}
+	return c.rn, c.rerr
+}
+
+// rawRead is the callback of Read's raw read: a read, and on EAGAIN the
+// flush, once, before the runtime waits for the socket.
+func (c *h1Conn) rawRead(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), c.rp)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			if f := c.flushFirst; f != nil {
+				c.flushFirst, c.flushed = nil, true
+				f.Flush()
+			}
+			return false
+		case err != nil:
+			c.rerr = err
+		case n == 0:
+			c.rerr = io.EOF
+		}
+		c.rn = max(n, 0)
+		return true
+	}
+}
+
 func (c *h1Conn) Write(p []byte) (int, error) { return c.nc.Write(p) }
+
+// send writes a request head and its held body in one write (writev).
+func (c *h1Conn) send(head, body []byte) error {
+	var err error
+	switch {
+	case len(body) == 0:
+		_, err = c.nc.Write(head)
+	case c.tcp != nil:
+		c.bufs = append(c.vec[:0], head, body)
+		_, err = c.bufs.WriteTo(c.tcp)
+		c.vec = [2][]byte{}
+	default:
+		if _, err = c.nc.Write(head); err == nil {
+			_, err = c.nc.Write(body)
+		}
+	}
+	if err != nil {
+		return sendError(err)
+	}
+	return nil
+}
 
 func (c *h1Conn) attach() {
 	c.br = readerPool.Get().(*bufio.Reader)
@@ -381,6 +465,11 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
 	c := &h1Conn{nc: nc, t: t}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.tcp = tc
+		c.raw, _ = tc.SyscallConn()
+		c.readFn = c.rawRead
+	}
 	t.liveMu.Lock()
 	t.live[c] = struct{}{}
 	t.liveMu.Unlock()
@@ -555,15 +644,14 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		if p.start > 0 {
 			c.setReadDeadline(earliest(deadline, p.start))
 		}
-		writeHead(c.bw, r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
+		// The head is built in the write buffer's space (AvailableBuffer).
+		head := appendHead(c.bw.AvailableBuffer(), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
 		var bw *bodyWriter
 		if stream {
+			c.bw.Write(head)
 			bw = startBody(w, c, r, deadline)
 		} else {
-			c.bw.Write(body)
-			if err = c.bw.Flush(); err != nil {
-				err = sendError(err)
-			}
+			err = c.send(head, body)
 			c.releaseWriter()
 		}
 		var rh respHead
@@ -694,35 +782,33 @@ func sendError(err error) error {
 	return fmt.Errorf("write request: %w", err)
 }
 
-// writeHead writes the request line and the rewritten header into bw. It
-// does not allocate while the head fits in bw; it cannot fail, errors
-// surface at Flush.
-func writeHead(bw *bufio.Writer, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool) {
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(target)
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(o.Host)
-	bw.WriteString("\r\n")
+// appendHead appends the request line and the rewritten header to b. It
+// does not allocate while the head fits in b's capacity.
+func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool) []byte {
+	b = append(b, r.Method...)
+	b = append(b, ' ')
+	b = append(b, target...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, o.Host...)
+	b = append(b, "\r\n"...)
 	for k, vv := range r.Header {
 		if !o.Forward(k) {
 			continue
 		}
 		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
 		}
 	}
 	if o.TETrailers {
-		bw.WriteString("Te: trailers\r\n")
+		b = append(b, "Te: trailers\r\n"...)
 	}
 	if o.WebSocket {
-		bw.WriteString("Connection: Upgrade\r\nUpgrade: websocket\r\n")
+		b = append(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"...)
 	}
-	// AvailableBuffer lets the Append methods build the values in place.
-	b := append(bw.AvailableBuffer(), "X-Forwarded-For: "...)
+	b = append(b, "X-Forwarded-For: "...)
 	b = o.AppendXFF(b)
 	b = append(b, "\r\nX-Forwarded-Proto: "...)
 	b = append(b, o.Proto...)
@@ -741,8 +827,7 @@ func writeHead(bw *bufio.Writer, r *http.Request, o *headers.Outbound, target st
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		b = append(b, "Content-Length: 0\r\n"...)
 	}
-	b = append(b, "\r\n"...)
-	bw.Write(b)
+	return append(b, "\r\n"...)
 }
 
 // readHead reads response heads until a final one (or a 101) and adds its
@@ -905,8 +990,9 @@ type copier struct {
 // release gives back the copy buffer and clears the client's write
 // deadline if it was armed.
 func (cp *copier) release() {
+	cp.c.flushFirst, cp.c.flushed = nil, false
 	if cp.buf != nil {
-		copyPool.Put(cp.buf)
+		h1.PutBuffer(cp.buf)
 		cp.buf = nil
 	}
 	if cp.armed {
@@ -927,23 +1013,22 @@ func (cp *copier) wrote(m int) {
 }
 
 // direct copies up to n bytes read straight from the connection into the
-// copy buffer; the read buffer is empty. It flushes first, as fill does.
+// copy buffer; the read buffer is empty. It flushes if the read waits, as
+// fill does.
 func (cp *copier) direct(n int64) (int, error) {
-	if cp.dirty && cp.f != nil {
-		cp.f.Flush()
-		cp.dirty = false
-	}
 	if cp.idle > 0 {
 		cp.c.setReadDeadline(earliest(cp.deadline, cp.idle))
 	}
 	if cp.buf == nil {
-		cp.buf = copyPool.Get().(*[]byte)
+		cp.buf = h1.GetBuffer(copyBufSize)
 	}
 	b := *cp.buf
 	if int64(len(b)) > n {
 		b = b[:n]
 	}
+	cp.flushIfWaiting()
 	m, rerr := cp.c.Read(b)
+	cp.flushDone()
 	if m > 0 {
 		w, err := cp.w.Write(b[:m])
 		cp.wrote(w)
@@ -958,15 +1043,29 @@ func (cp *copier) fill() error {
 	if cp.c.br.Buffered() > 0 {
 		return nil
 	}
-	if cp.dirty && cp.f != nil {
-		cp.f.Flush()
-		cp.dirty = false
-	}
 	if cp.idle > 0 {
 		cp.c.setReadDeadline(earliest(cp.deadline, cp.idle))
 	}
+	cp.flushIfWaiting()
 	_, err := cp.c.br.Peek(1)
+	cp.flushDone()
 	return err
+}
+
+// flushIfWaiting has the next read flush what was written to the client
+// if that read has to wait for the upstream (h1Conn.Read).
+func (cp *copier) flushIfWaiting() {
+	if cp.dirty && cp.f != nil {
+		cp.c.flushFirst = cp.f
+	}
+}
+
+// flushDone notes whether the read flushed.
+func (cp *copier) flushDone() {
+	if cp.c.flushed {
+		cp.dirty = false
+	}
+	cp.c.flushFirst, cp.c.flushed = nil, false
 }
 
 // buffered writes up to n bytes that are already buffered.

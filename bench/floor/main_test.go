@@ -45,8 +45,9 @@ func TestContentLength(t *testing.T) {
 }
 
 // TestRelay sends requests through the relay the way clients may write them
-// (pipelined in one write, a head split across writes) and checks that each
-// gets the upstream's fixed response, over one upstream connection.
+// (pipelined in one write, a head split across writes, a body behind a
+// Content-Length) and checks that the upstream sees each request as it was
+// sent, in order, over one upstream connection.
 func TestRelay(t *testing.T) {
 	t.Parallel()
 	var (
@@ -56,7 +57,8 @@ func TestRelay(t *testing.T) {
 	)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		paths = append(paths, r.URL.Path)
+		b, _ := io.ReadAll(r.Body)
+		paths = append(paths, r.Method+" "+r.URL.Path+" "+string(b))
 		conns[r.RemoteAddr] = true
 		mu.Unlock()
 		_, _ = io.WriteString(w, strings.Repeat("x", 1024))
@@ -87,8 +89,9 @@ func TestRelay(t *testing.T) {
 	writes := []string{
 		"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /c HTTP/1.1\r\nHost: x\r\n\r",
-		"\nGET /d HTTP/1.1\r\nHo",
-		"st: x\r\n\r\n",
+		"\nPOST /d HTTP/1.1\r\nHo",
+		"st: x\r\nContent-Length: 5\r\n\r\nhe",
+		"llo",
 	}
 	br := bufio.NewReader(c)
 	for i, w := range writes {
@@ -114,7 +117,7 @@ func TestRelay(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got, want := strings.Join(paths, ","), "/1k,/1k,/1k,/1k"; got != want {
+	if got, want := strings.Join(paths, ","), "GET /a ,GET /b ,GET /c ,POST /d hello"; got != want {
 		t.Errorf("upstream saw paths %s, want %s", got, want)
 	}
 	if got, want := len(conns), 1; got != want {

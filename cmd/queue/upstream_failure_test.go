@@ -552,3 +552,248 @@ func TestDrainStreaming(t *testing.T) {
 		t.Errorf("failed: %s", f)
 	}
 }
+
+// TestUpstreamIdleTimeout: the pool after a burst is back to what the
+// steady load needs once the idle timeout has passed. A burst of 16
+// requests, held at the upstream until all have arrived, opens 16 upstream
+// connections at once; with no traffic after it, queue
+// (--upstream-idle-timeout 200ms) closes all 16, though the upstream would
+// keep them open forever; the next request dials a new one.
+func TestUpstreamIdleTimeout(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{modeH1, modeH2C} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			const burst = 16
+			var (
+				arrived         atomic.Int64
+				all             = make(chan struct{}) // closed when the burst has arrived
+				accepts, closes atomic.Int64
+			)
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n := arrived.Add(1); n == burst {
+					close(all)
+				}
+				select {
+				case <-all:
+				case <-time.After(5 * time.Second): // the bound, should the burst never gather
+					t.Errorf("a request waited 5 s for the burst: %d of %d arrived", arrived.Load(), burst)
+				}
+				io.WriteString(w, "ok")
+			}))
+			// No IdleTimeout: a connection that closes was closed by queue.
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				switch s {
+				case http.StateNew:
+					accepts.Add(1)
+				case http.StateClosed:
+					closes.Add(1)
+				}
+			}
+			up.Start()
+			t.Cleanup(up.Close)
+			q := startQueue(t, hostPort(up), "--probe", "none", "--upstream-idle-timeout", "200ms")
+			c, base := q.client(t, mode)
+			c.Timeout = 10 * time.Second
+
+			var wg sync.WaitGroup
+			for i := range burst {
+				wg.Go(func() {
+					res, err := c.Get(base + "/")
+					if err != nil {
+						t.Errorf("burst request %d: %v", i, err)
+						return
+					}
+					b, err := io.ReadAll(res.Body)
+					res.Body.Close()
+					if err != nil || res.StatusCode != 200 || string(b) != "ok" {
+						t.Errorf("burst request %d: got %d %q %v, want 200 \"ok\"", i, res.StatusCode, b, err)
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+
+			// Bounded poll of an asynchronous close: queue's retire timer
+			// closes the idle connections 200 ms (and the pool's slack)
+			// after the burst, and the upstream notices when it reads EOF.
+			deadline := time.Now().Add(5 * time.Second)
+			for closes.Load() < burst && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got, want := accepts.Load(), int64(burst); got != want {
+				t.Errorf("upstream accepted %d connections for the burst, want %d", got, want)
+			}
+			if got, want := closes.Load(), int64(burst); got != want {
+				t.Fatalf("upstream saw %d connections closed 5 s after the burst, want %d: the idle timeout did not shrink the pool", got, want)
+			}
+
+			if res, body := get(t, c, base+"/", nil); res.StatusCode != 200 || body != "ok" {
+				t.Errorf("after the idle timeout: got %d %q, want 200 \"ok\"", res.StatusCode, body)
+			}
+			if got, want := accepts.Load(), int64(burst+1); got != want {
+				t.Errorf("upstream accepted %d connections, want %d: one new for the request after the idle timeout", got, want)
+			}
+		})
+	}
+}
+
+// TestUpstreamStaleStreamedBody: the idle-close race, end to end, made
+// deterministic: the upstream answers the first request on each connection
+// with keep-alive, and closes the connection unanswered when the next
+// request on it arrives, so every request on a reused connection meets a
+// stale one. A POST whose body queue streams (chunked, from a pipe) cannot
+// be sent again and gets 502, with no second attempt. A POST whose small
+// body queue holds is replayed on a new connection and gets 200: two idle
+// connections are in the pool then, both stale, so a replay that took the
+// other one instead of dialing would fail too. --upstream-idle-timeout 0:
+// no connection expires while the test runs, however slowly.
+func TestUpstreamStaleStreamedBody(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{modeH1, modeH2C} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			type counts struct{ seen, cut int } // requests whose head arrived; those closed unanswered
+			var (
+				accepts atomic.Int64
+				mu      sync.Mutex
+				byPath  = map[string]counts{}
+				pairs   atomic.Int64
+				paired  = make(chan struct{}) // closed when both /pair requests have arrived
+			)
+			record := func(path string, cut bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				n := byPath[path]
+				n.seen++
+				if cut {
+					n.cut++
+				}
+				byPath[path] = n
+			}
+			check := func(when string, wantAccepts int64, want map[string]counts) {
+				t.Helper()
+				if got := accepts.Load(); got != wantAccepts {
+					t.Errorf("%s: upstream accepted %d connections, want %d", when, got, wantAccepts)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for path, w := range want {
+					if got := byPath[path]; got != w {
+						t.Errorf("%s: upstream saw %s %d times, cut %d; want %d, cut %d", when, path, got.seen, got.cut, w.seen, w.cut)
+					}
+				}
+			}
+			addr := rawListener(t, func(c *net.TCPConn, _ int64) {
+				defer c.Close()
+				accepts.Add(1)
+				c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound, should the test fail
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				record(req.URL.Path, false)
+				if req.URL.Path == "/pair" {
+					if pairs.Add(1) == 2 {
+						close(paired)
+					}
+					select {
+					case <-paired:
+					case <-time.After(5 * time.Second): // the bound, should the pair never gather
+						t.Errorf("a /pair request waited 5 s for the other")
+					}
+				}
+				n, err := io.Copy(io.Discard, req.Body)
+				if err != nil {
+					return
+				}
+				body := fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, n)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				// The next request on this connection is closed unanswered,
+				// its body unread: as if the upstream's idle timeout had
+				// closed the connection just as the request was sent.
+				if req, err = http.ReadRequest(br); err != nil {
+					return
+				}
+				record(req.URL.Path, true)
+			})
+			q := startQueue(t, addr, "--probe", "none", "--upstream-idle-timeout", "0s")
+			c, base := q.client(t, mode)
+			c.Timeout = 10 * time.Second
+
+			if res, body := get(t, c, base+"/warm", nil); res.StatusCode != 200 || body != "GET /warm 0" {
+				t.Fatalf("GET /warm: got %d %q, want 200 \"GET /warm 0\"", res.StatusCode, body)
+			}
+
+			// The body's first KiB goes out with the head; the rest waits
+			// for the response, so the upstream's close meets a body in
+			// flight that queue no longer has whole. The client's timeout
+			// bounds the wait for the response, and so the body's.
+			pr, pw := io.Pipe()
+			answered := make(chan struct{})
+			go func() {
+				pw.Write(make([]byte, 1<<10))
+				<-answered // the rest of the body never comes
+				pw.CloseWithError(io.ErrUnexpectedEOF)
+			}()
+			req, err := http.NewRequest(http.MethodPost, base+"/stream", pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Do(req)
+			close(answered)
+			if err != nil {
+				t.Fatalf("streamed POST /stream: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if got, want := res.StatusCode, http.StatusBadGateway; got != want || string(b) != "Bad Gateway" {
+				t.Errorf("streamed POST on a stale connection: got %d %q, want %d \"Bad Gateway\"", got, b, want)
+			}
+			check("after the streamed POST", 1, map[string]counts{
+				"/warm":   {seen: 1},
+				"/stream": {seen: 1, cut: 1}, // not sent again
+			})
+
+			// A fresh round: two connections made idle at once, both stale.
+			var wg sync.WaitGroup
+			for i := range 2 {
+				wg.Go(func() {
+					res, err := c.Get(base + "/pair")
+					if err != nil {
+						t.Errorf("GET /pair %d: %v", i, err)
+						return
+					}
+					b, err := io.ReadAll(res.Body)
+					res.Body.Close()
+					if err != nil || res.StatusCode != 200 || string(b) != "GET /pair 0" {
+						t.Errorf("GET /pair %d: got %d %q %v, want 200 \"GET /pair 0\"", i, res.StatusCode, b, err)
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+
+			const small = "a small body"
+			req, err = http.NewRequest(http.MethodPost, base+"/small", strings.NewReader(small))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, body := do(t, c, req)
+			if want := fmt.Sprintf("POST /small %d", len(small)); res.StatusCode != 200 || body != want {
+				t.Errorf("POST /small with a held body on a stale connection: got %d %q, want 200 %q", res.StatusCode, body, want)
+			}
+			check("after the replayed POST", 4, map[string]counts{
+				"/warm":   {seen: 1},
+				"/stream": {seen: 1, cut: 1},
+				"/pair":   {seen: 2},
+				"/small":  {seen: 2, cut: 1}, // cut on a stale connection, answered on a new one
+			})
+		})
+	}
+}
