@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync/atomic"
 	"syscall"
@@ -433,6 +434,10 @@ func (c *conn) readDirect(p []byte) (int, error) {
 // stalled client) costs no more than its buffer and goroutine.
 func (c *conn) init() {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
+		// Parsed once for the connection's life: see Peer.
+		c.ctx = context.WithValue(c.ctx, peerKey{}, ap)
+	}
 	c.req = (&http.Request{}).WithContext(c.ctx)
 	c.req.Header = http.Header{}
 	c.req.RemoteAddr = c.remote
@@ -534,4 +539,15 @@ func (c *conn) writeError(code int) {
 	out = append(out, text...)
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.nc.Write(out)
+}
+
+// peerKey is the context key of a connection's parsed remote address.
+type peerKey struct{}
+
+// Peer returns the client address of a request this package served,
+// parsed once per connection, so that the proxy need not parse
+// r.RemoteAddr for every request. ok is false for other requests.
+func Peer(r *http.Request) (ap netip.AddrPort, ok bool) {
+	ap, ok = r.Context().Value(peerKey{}).(netip.AddrPort)
+	return ap, ok
 }

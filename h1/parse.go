@@ -575,13 +575,23 @@ func validHost(v []byte) bool {
 	return true
 }
 
-func hostChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+func hostChar(c byte) bool { return c < 0x80 && hostChars[c] }
+
+// hostChars are the bytes of uri-host [ ":" port ]: unreserved,
+// sub-delims, ":" and "[]" of an IP literal, and "%" of a pct-encoding or
+// zone (RFC 3986 section 3.2.2).
+var hostChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
 	}
-	return strings.IndexByte("-._~!$&'()*+,;=:[]%", c) >= 0
-}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "-._~!$&'()*+,;=:[]%" {
+		t[c] = true
+	}
+	return t
+}()
 
 // internMethod returns a static string for the common methods, so that the
 // method outlives the head's buffer; other methods point into it.

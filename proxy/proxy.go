@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
 )
 
@@ -140,7 +141,12 @@ func (p *Proxy) Close() error {
 
 // ServeHTTP sends r to the upstream and streams the response back.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	peer := peerAddr(r.RemoteAddr)
+	var peer netip.Addr
+	if ap, ok := h1.Peer(r); ok {
+		peer = ap.Addr()
+	} else {
+		peer = peerAddr(r.RemoteAddr)
+	}
 	hop := headers.Hop{Peer: peer, TLS: r.TLS != nil, Trusted: p.trust.Contains(peer)}
 	o := headers.NewOutbound(r.Header, r.Host, hop)
 	// Request framing needs no guard here: the HTTP/1.1 engine (package h1)

@@ -89,8 +89,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	select {
 	case err = <-done:
 	case sig := <-signals:
-		log.LogAttrs(ctx, slog.LevelInfo, "signal received, draining", slog.String("signal", sig.String()))
+		// Start first: once the line is out, probes must already answer 503.
 		a.drainer.Start(sig == syscall.SIGINT)
+		log.LogAttrs(ctx, slog.LevelInfo, "signal received, draining", slog.String("signal", sig.String()))
 		select {
 		case err = <-done:
 		case sig := <-signals:
