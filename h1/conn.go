@@ -384,23 +384,35 @@ func (c *conn) readRaw(fd uintptr) bool {
 	if c.rbuf == nil {
 		c.rbuf = getBuf(bufSize)
 	}
+	n, again, err := ReadFD(fd, (*c.rbuf)[c.w:])
+	if again {
+		if c.r == c.w {
+			c.releaseRead()
+		}
+		return false // wait for readability, then call again
+	}
+	c.rn, c.rerr = n, err
+	return true
+}
+
+// ReadFD reads a non-blocking socket into p, for a syscall.RawConn's Read
+// callback: again reports that nothing is there yet (the callback then
+// returns false and the runtime waits for readability); end of file is
+// io.EOF. The proxy's upstream reads share it.
+func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
 	for {
-		n, err := syscall.Read(int(fd), (*c.rbuf)[c.w:])
+		n, err = syscall.Read(int(fd), p)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			if c.r == c.w {
-				c.releaseRead()
-			}
-			return false // wait for readability, then call again
+			return 0, true, nil
 		case err != nil:
-			c.rerr = err
+			return 0, false, err
 		case n == 0:
-			c.rerr = io.EOF
+			return 0, false, io.EOF
 		}
-		c.rn = max(n, 0)
-		return true
+		return n, false, nil
 	}
 }
 

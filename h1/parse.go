@@ -507,18 +507,21 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // isTchar reports a token character (RFC 9110 section 5.6.2).
 func isTchar(c byte) bool { return c < 0x80 && tchar[c] }
 
-var tchar = func() (t [128]bool) {
+var tchar = asciiTable("!#$%&'*+-.^_`|~")
+
+// asciiTable is a lookup table of the ASCII letters and digits and extra.
+func asciiTable(extra string) (t [128]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
 	for c := 'a'; c <= 'z'; c++ {
 		t[c], t[c-'a'+'A'] = true, true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
 
 // canonicalize rewrites a valid field name in place into the canonical
 // form net/http uses for map keys ("content-type" -> "Content-Type").
@@ -580,18 +583,7 @@ func hostChar(c byte) bool { return c < 0x80 && hostChars[c] }
 // hostChars are the bytes of uri-host [ ":" port ]: unreserved,
 // sub-delims, ":" and "[]" of an IP literal, and "%" of a pct-encoding or
 // zone (RFC 3986 section 3.2.2).
-var hostChars = func() (t [128]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "-._~!$&'()*+,;=:[]%" {
-		t[c] = true
-	}
-	return t
-}()
+var hostChars = asciiTable("-._~!$&'()*+,;=:[]%")
 
 // internMethod returns a static string for the common methods, so that the
 // method outlives the head's buffer; other methods point into it.

@@ -2,9 +2,14 @@
 // upstream (the user container on loopback) and streams the answer back.
 //
 // The upstream protocol is fixed by configuration, never by what the client
-// spoke: "http1" uses queue's own HTTP/1.1 client (h1.go), which writes the
-// rewritten request head straight into a pooled connection buffer and reads
-// the response on the handler's goroutine; "h2c" uses net/http's own
+// spoke: "http1" uses queue's own HTTP/1.1 client on the wire package h1:
+// h1.go runs an exchange (the rewritten request head and a held body in one
+// write, the response head parsed by h1.ParseResponse into the response
+// writer's map without copying), copy.go copies the response body,
+// upload.go streams a request body too large to hold, and pool.go keeps
+// the connections (replay on a fresh one for the idle-close race, idle
+// retirement, the reaper of departed clients). Everything of an exchange
+// runs on the handler's goroutine but a streamed upload. "h2c" uses net/http's own
 // Transport with UnencryptedHTTP2 as its only protocol, which speaks HTTP/2
 // with prior knowledge (Go 1.24); x/net's http2 package is not on the
 // upstream side.

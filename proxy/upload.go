@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// bodyWriter streams a request body whose size is unknown or too large to
+// hold, on its own goroutine, so that the response can be read while the
+// body is still being sent (a streaming upload, a bidirectional exchange)
+// without either side waiting on the other.
+type bodyWriter struct {
+	done chan error
+	rc   *http.ResponseController
+	err  error
+	over bool
+}
+
+func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.Time) *bodyWriter {
+	bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(w)}
+	// net/http's HTTP/1 server would otherwise discard the unread body as
+	// soon as the response starts (see EnableFullDuplex). HTTP/2 is always
+	// full duplex and reports ErrNotSupported, which is fine.
+	bw.rc.EnableFullDuplex()
+	go func() {
+		if !deadline.IsZero() {
+			bw.rc.SetReadDeadline(deadline) // a slow upload is cut at --timeout
+		}
+		err := c.writeBody(r)
+		if !deadline.IsZero() && err == nil {
+			// Before done: once the handler has returned, w is no longer
+			// ours to touch (the stats wrapper is pooled).
+			bw.rc.SetReadDeadline(time.Time{})
+		}
+		bw.done <- err
+	}()
+	return bw
+}
+
+// stop waits for the body writer. If it is still running (the response came
+// first), it is interrupted: the client's body read is given a past
+// deadline and the upstream connection, which will not be reused, too.
+func (bw *bodyWriter) stop(c *h1Conn) error {
+	if bw == nil || bw.over {
+		if bw == nil {
+			return nil
+		}
+		return bw.err
+	}
+	select {
+	case bw.err = <-bw.done:
+	default:
+		bw.rc.SetReadDeadline(aLongTimeAgo)
+		c.nc.SetDeadline(aLongTimeAgo)
+		// The writer's own error, when it has one, says why (a malformed
+		// body, a timeout); it may have woken the reader itself.
+		if bw.err = <-bw.done; bw.err == nil {
+			bw.err = errors.New("request body not sent whole")
+		}
+	}
+	bw.over = true
+	return bw.err
+}
+
+// writeBody sends the request body, chunked when its length is unknown,
+// flushing each piece as it arrives from the client.
+func (c *h1Conn) writeBody(r *http.Request) error {
+	chunked := r.ContentLength < 0
+	bufp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bufp)
+	buf := *bufp
+	var sent int64
+	for {
+		n, rerr := r.Body.Read(buf)
+		if n > 0 {
+			sent += int64(n)
+			if chunked {
+				b := strconv.AppendInt(c.bw.AvailableBuffer(), int64(n), 16)
+				c.bw.Write(append(b, "\r\n"...))
+			}
+			c.bw.Write(buf[:n])
+			if chunked {
+				c.bw.WriteString("\r\n")
+			}
+			if err := c.bw.Flush(); err != nil {
+				return fmt.Errorf("write request body: %w", err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			c.nc.SetDeadline(aLongTimeAgo) // wake the response reader
+			return bodyError(rerr)
+		}
+	}
+	if !chunked {
+		if sent != r.ContentLength {
+			return fmt.Errorf("%w: body of %d bytes, want %d", errClientGone, sent, r.ContentLength)
+		}
+		return nil
+	}
+	c.bw.WriteString("0\r\n")
+	for k, vv := range r.Trailer {
+		if forbiddenTrailer(k) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			if httpguts.ValidHeaderFieldValue(v) {
+				c.bw.WriteString(k + ": " + v + "\r\n")
+			}
+		}
+	}
+	c.bw.WriteString("\r\n")
+	if err := c.bw.Flush(); err != nil {
+		return fmt.Errorf("write request body: %w", err)
+	}
+	return nil
+}
