@@ -19,7 +19,21 @@ type Config struct {
 	// WaitForDrainGrace is how long GET /wait-for-drain waits for a drain to
 	// start before it answers 200 anyway. 0 means 1 s.
 	WaitForDrainGrace time.Duration
+	// WaitReady, when set, is called by a probe (and GET /ready) that finds
+	// the upstream not ready: it should ask for readiness now and wait until
+	// ready, max has passed or ctx is done (probe.Watcher.WaitReady). nil
+	// answers at once from Ready.
+	WaitReady func(ctx context.Context, max time.Duration) bool
 }
+
+// ProbeHold is the longest a probe waits for a not-ready upstream (with
+// Config.WaitReady) before it answers 503. It stays under the kubelet's
+// default probe timeout of 1 s, so that a kubelet probe gets an answer
+// rather than a timeout; Knative's queue-proxy holds up to 10 s, which
+// suits only the activator's probes, whose timeout is longer. 800 ms covers
+// a typical cold start of the upstream at the watcher's fast pace and leaves
+// 200 ms for the network and the kubelet's own overhead.
+const ProbeHold = 800 * time.Millisecond
 
 // Drainer is the drain state. Create it with New.
 type Drainer struct {
@@ -169,8 +183,13 @@ func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
 	d.ServeReady(w, r)
 }
 
-// ServeReady answers like a probe: 200 "queue" when ready, else 503.
-func (d *Drainer) ServeReady(w http.ResponseWriter, _ *http.Request) {
+// ServeReady answers like a probe: 200 "queue" when ready, else 503. When
+// the upstream is not ready and no drain has started, it first waits up to
+// ProbeHold with Config.WaitReady (if set) for it to become ready.
+func (d *Drainer) ServeReady(w http.ResponseWriter, r *http.Request) {
+	if !d.Ready() && !d.draining.Load() && d.cfg.WaitReady != nil {
+		d.cfg.WaitReady(r.Context(), ProbeHold)
+	}
 	if d.Ready() {
 		write(w, http.StatusOK, "queue")
 		return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -402,4 +403,106 @@ func TestServeWaitForDrainBlocksUntilFinish(t *testing.T) {
 			t.Errorf("status = %d, want %d", got, want)
 		}
 	})
+}
+
+// TestProbeHold: a probe that finds the upstream not ready waits with
+// Config.WaitReady up to ProbeHold, and answers 200 as soon as the upstream
+// becomes ready within it.
+func TestProbeHold(t *testing.T) {
+	t.Parallel()
+	kube := http.Header{"User-Agent": {"kube-probe/1.30"}}
+	const never = -1
+	tests := []struct {
+		name string
+		// readyAfter is when the upstream becomes ready; 0 means already,
+		// never means never.
+		readyAfter time.Duration
+		noWait     bool // Config.WaitReady unset
+		draining   bool
+		header     http.Header
+		path       string // "/ready" uses ServeReady, else Handler
+		// cancelAfter cancels the request's context; 0 means never.
+		cancelAfter time.Duration
+		wantCode    int
+		wantAt      time.Duration
+		wantWaits   int
+	}{
+		{name: "ready within the hold", readyAfter: 300 * time.Millisecond, header: kube, wantCode: 200, wantAt: 300 * time.Millisecond, wantWaits: 1},
+		{name: "ready just before the bound", readyAfter: drain.ProbeHold - time.Millisecond, header: kube, wantCode: 200, wantAt: drain.ProbeHold - time.Millisecond, wantWaits: 1},
+		{name: "activator probe", readyAfter: 300 * time.Millisecond, header: http.Header{"K-Network-Probe": {"queue"}}, wantCode: 200, wantAt: 300 * time.Millisecond, wantWaits: 1},
+		{name: "GET /ready", readyAfter: 300 * time.Millisecond, path: "/ready", wantCode: 200, wantAt: 300 * time.Millisecond, wantWaits: 1},
+		{name: "never ready", readyAfter: never, header: kube, wantCode: 503, wantAt: drain.ProbeHold, wantWaits: 1},
+		{name: "ready after the bound", readyAfter: drain.ProbeHold + time.Second, header: kube, wantCode: 503, wantAt: drain.ProbeHold, wantWaits: 1},
+		{name: "prober gone", readyAfter: never, header: kube, cancelAfter: 100 * time.Millisecond, wantCode: 503, wantAt: 100 * time.Millisecond, wantWaits: 1},
+		{name: "already ready", readyAfter: 0, header: kube, wantCode: 200, wantWaits: 0},
+		{name: "draining", readyAfter: never, draining: true, header: kube, wantCode: 503, wantWaits: 0},
+		{name: "no WaitReady", readyAfter: 300 * time.Millisecond, noWait: true, header: kube, wantCode: 503, wantWaits: 0},
+		{name: "network probe with hash", readyAfter: never, header: http.Header{"K-Network-Probe": {"probe"}, "K-Network-Hash": {"abc"}}, wantCode: 200, wantWaits: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var ready atomic.Bool
+				became := make(chan struct{})
+				switch {
+				case tt.readyAfter == 0:
+					ready.Store(true)
+					close(became)
+				case tt.readyAfter > 0:
+					time.AfterFunc(tt.readyAfter, func() {
+						ready.Store(true)
+						close(became)
+					})
+				}
+				var waits atomic.Int32
+				cfg := drain.Config{Ready: ready.Load}
+				if !tt.noWait {
+					cfg.WaitReady = func(ctx context.Context, max time.Duration) bool {
+						waits.Add(1)
+						if got, want := max, drain.ProbeHold; got != want {
+							t.Errorf("WaitReady max = %v, want %v", got, want)
+						}
+						tm := time.NewTimer(max)
+						defer tm.Stop()
+						select {
+						case <-became:
+						case <-tm.C:
+						case <-ctx.Done():
+						}
+						return ready.Load()
+					}
+				}
+				d := drain.New(cfg)
+				if tt.draining {
+					d.Start(false)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				if tt.cancelAfter > 0 {
+					time.AfterFunc(tt.cancelAfter, cancel)
+				}
+				r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				if tt.header != nil {
+					r.Header = tt.header
+				}
+				rec := httptest.NewRecorder()
+				if tt.path == "/ready" {
+					d.ServeReady(rec, r)
+				} else {
+					d.Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
+				}
+				if got, want := rec.Code, tt.wantCode; got != want {
+					t.Errorf("status = %d, want %d", got, want)
+				}
+				if got, want := time.Since(start), tt.wantAt; got != want {
+					t.Errorf("answered after %v, want %v", got, want)
+				}
+				if got, want := int(waits.Load()), tt.wantWaits; got != want {
+					t.Errorf("WaitReady called %d times, want %d", got, want)
+				}
+			})
+		})
+	}
 }

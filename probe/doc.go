@@ -8,10 +8,13 @@
 // own short timeout.
 //
 // A [Watcher] runs a Prober in a loop. With no period it is aggressive:
-// it probes every few milliseconds until the first success, so a cold start
+// it probes every few milliseconds for its first second, so a cold start
 // is reported ready within a few milliseconds of the upstream accepting,
-// then keeps watching at a relaxed pace. With a period it probes once per
-// period. It logs a change of state once, never each failed attempt.
+// then backs off to one probe a second while nobody asks, and keeps
+// watching at a relaxed pace once ready. [Watcher.Demand] and
+// [Watcher.WaitReady] bring the fast pace back while a probe request waits
+// for an answer. With a period it probes once per period. It logs a change
+// of state once, never each failed attempt.
 //
 // It deliberately does not answer HTTP: the drain package turns readiness
 // into probe responses. A Watcher is safe for concurrent use; its Run

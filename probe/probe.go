@@ -213,9 +213,10 @@ func (p *GRPC) Probe(ctx context.Context) error {
 type Watcher struct {
 	// Prober checks the upstream. Required.
 	Prober Prober
-	// Period between probes. 0 means aggressive: every FastInterval until
-	// ready, then every RelaxedInterval, and every FastInterval again while
-	// failures are being confirmed.
+	// Period between probes. 0 means aggressive: while not ready, every
+	// FastInterval for StartWindow (and for DemandWindow after Demand),
+	// else backing off up to MaxBackoff; once ready, every RelaxedInterval,
+	// and every FastInterval again while failures are being confirmed.
 	Period time.Duration
 	// FailureThreshold is the number of consecutive failures that make a
 	// ready upstream unready. 0 means 3.
@@ -229,6 +230,7 @@ type Watcher struct {
 	ready atomic.Bool
 	mu    sync.Mutex
 	ch    chan struct{} // closed and replaced on each change
+	wake  chan struct{} // size 1: Demand's nudge to Run; made on first use
 }
 
 // FastInterval is the aggressive pace: ready is seen within this (plus one
@@ -238,6 +240,24 @@ const FastInterval = 2 * time.Millisecond
 
 // RelaxedInterval is the aggressive mode's pace once ready.
 const RelaxedInterval = time.Second
+
+// StartWindow is how long the aggressive mode probes every FastInterval
+// while not ready: from Run's start, and from the first failure seen while
+// ready. A starting upstream is usually seen within it at the fast pace.
+const StartWindow = time.Second
+
+// DemandWindow is how long Demand keeps the aggressive mode at
+// FastInterval (it stops earlier once ready, as the ready pace applies).
+const DemandWindow = 2 * time.Second
+
+// MaxBackoff is the ceiling of the back-off once StartWindow and any
+// DemandWindow have passed without the upstream becoming ready: the wait
+// doubles from FastInterval after each probe up to this. An upstream that
+// is down and that nobody asks about then costs one probe a second instead
+// of 500, and a ready upstream is still seen within a second (plus one
+// probe) without any demand; a probe request (Demand) brings the fast pace
+// back at once.
+const MaxBackoff = time.Second
 
 // Ready reports the last state.
 func (w *Watcher) Ready() bool { return w.ready.Load() }
@@ -270,6 +290,60 @@ func (w *Watcher) set(ready bool, err error) {
 	}
 }
 
+// Demand asks for readiness now: it makes an aggressive-mode watcher that
+// is not ready probe at once (within FastInterval) and every FastInterval
+// for DemandWindow, waking Run from a back-off. It never blocks and does not
+// allocate; calls while a nudge is pending are merged. A watcher with a
+// Period keeps its pace: the period is the user's choice.
+func (w *Watcher) Demand() {
+	select {
+	case w.wakeup() <- struct{}{}:
+	default:
+	}
+}
+
+// wakeup returns the channel that Demand sends on, making it on first use
+// (a Watcher is built as a struct literal).
+func (w *Watcher) wakeup() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	return w.wake
+}
+
+// WaitReady calls Demand and waits until the watcher is ready, max has
+// passed or ctx is done, and returns Ready(). It returns at once when
+// already ready.
+func (w *Watcher) WaitReady(ctx context.Context, max time.Duration) bool {
+	if w.Ready() {
+		return true
+	}
+	// Changed before Ready: set stores the state before it closes the
+	// channel, so a change between the two is not missed.
+	ch := w.Changed()
+	w.Demand()
+	if w.Ready() {
+		return true
+	}
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for {
+		select {
+		case <-ch:
+			if w.Ready() {
+				return true
+			}
+			ch = w.Changed()
+		case <-t.C:
+			return w.Ready()
+		case <-ctx.Done():
+			return w.Ready()
+		}
+	}
+}
+
 // Run probes until ctx is done.
 func (w *Watcher) Run(ctx context.Context) {
 	failures, successes := w.FailureThreshold, w.SuccessThreshold
@@ -279,19 +353,36 @@ func (w *Watcher) Run(ctx context.Context) {
 	if successes <= 0 {
 		successes = 1
 	}
+	wake := w.wakeup()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	p := pace{fastUntil: time.Now().Add(StartWindow), backoff: FastInterval}
 	var failed, succeeded int
+	var due time.Time // when t fires next
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-wake:
+			if w.Period > 0 {
+				continue
+			}
+			now := time.Now()
+			p.fast(now.Add(DemandWindow))
+			// A ready upstream keeps its pace; an unready one is probed
+			// now unless the next probe is due within FastInterval anyway.
+			if !w.ready.Load() && due.Sub(now) > FastInterval {
+				t.Reset(0)
+				due = now
+			}
+			continue
 		case <-t.C:
 		}
 		err := w.Prober.Probe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		now := time.Now()
 		ready := w.ready.Load()
 		if err == nil {
 			failed, succeeded = 0, succeeded+1
@@ -301,23 +392,48 @@ func (w *Watcher) Run(ctx context.Context) {
 			}
 		} else {
 			failed, succeeded = failed+1, 0
+			if ready && failed == 1 {
+				p.fast(now.Add(StartWindow))
+			}
 			if ready && failed >= failures {
 				w.set(false, err)
 				ready = false
 			}
 		}
-		t.Reset(w.next(ready, failed))
+		d := w.next(&p, now, ready, failed, succeeded)
+		t.Reset(d)
+		due = now.Add(d)
 	}
 }
 
+// pace is the aggressive mode's state while not ready: FastInterval until
+// fastUntil, then a back-off that doubles up to MaxBackoff.
+type pace struct {
+	fastUntil time.Time
+	backoff   time.Duration // the last wait while backing off
+}
+
+// fast makes the pace FastInterval until at least until.
+func (p *pace) fast(until time.Time) {
+	if until.After(p.fastUntil) {
+		p.fastUntil = until
+	}
+	p.backoff = FastInterval
+}
+
 // next is the wait before the next probe.
-func (w *Watcher) next(ready bool, failed int) time.Duration {
+func (w *Watcher) next(p *pace, now time.Time, ready bool, failed, succeeded int) time.Duration {
 	switch {
 	case w.Period > 0:
 		return w.Period
 	case ready && failed == 0:
 		return RelaxedInterval
-	default:
+	case ready, succeeded > 0, now.Before(p.fastUntil):
+		// Confirming failures (ready) or successes (not yet ready), or
+		// inside a start or demand window.
 		return FastInterval
+	default:
+		p.backoff = min(2*p.backoff, MaxBackoff)
+		return p.backoff
 	}
 }

@@ -715,3 +715,250 @@ func TestWatcherManyFailuresLogNothing(t *testing.T) {
 		}
 	})
 }
+
+// gaps returns the waits between consecutive probe times.
+func gaps(calls []time.Duration) []time.Duration {
+	var g []time.Duration
+	for i := 1; i < len(calls); i++ {
+		g = append(g, calls[i]-calls[i-1])
+	}
+	return g
+}
+
+// countIn counts the probe times in [from, to).
+func countIn(calls []time.Duration, from, to time.Duration) int {
+	n := 0
+	for _, c := range calls {
+		if c >= from && c < to {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWatcherBacksOffWhenNobodyAsks(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown))
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		sleepUntil(start, probe.StartWindow+30*time.Second)
+		stop()
+
+		calls := s.times()
+		if got, min := countIn(calls, 0, probe.StartWindow), int(probe.StartWindow/probe.FastInterval); got < min {
+			t.Errorf("%d probes in the start window, want at least %d (every %v)", got, min, probe.FastInterval)
+		}
+		if got, max := countIn(calls, probe.StartWindow+probe.FastInterval, probe.StartWindow+30*time.Second), 50; got > max {
+			t.Errorf("%d probes in the 30s after the start window, want at most %d", got, max)
+		}
+		// After the window the waits never shrink and reach the ceiling.
+		var after []time.Duration
+		for i, g := range gaps(calls) {
+			if calls[i] >= probe.StartWindow {
+				after = append(after, g)
+			}
+		}
+		if len(after) < 20 {
+			t.Fatalf("only %d probes after the start window: %v", len(after), after)
+		}
+		for i := 1; i < len(after); i++ {
+			if after[i] < after[i-1] {
+				t.Errorf("wait %d after the start window = %v, shorter than the one before (%v)", i, after[i], after[i-1])
+			}
+			if after[i] > probe.MaxBackoff {
+				t.Errorf("wait %d after the start window = %v, above the ceiling %v", i, after[i], probe.MaxBackoff)
+			}
+		}
+		if got, want := after[len(after)-1], probe.MaxBackoff; got != want {
+			t.Errorf("last wait = %v, want the ceiling %v", got, want)
+		}
+		if w.Ready() {
+			t.Error("Ready() = true, never succeeded")
+		}
+	})
+}
+
+func TestWatcherDemand(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown))
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		defer stop()
+
+		// Backed off to the ceiling; Demand half-way between two probes.
+		sleepUntil(start, 10*time.Second)
+		last := s.times()[len(s.times())-1]
+		at := last + probe.MaxBackoff + probe.MaxBackoff/2
+		sleepUntil(start, at)
+		before := s.times()
+		if got, want := before[len(before)-1], last+probe.MaxBackoff; got != want {
+			t.Fatalf("last probe before the demand at %v, want %v (backed off to the ceiling)", got, want)
+		}
+		w.Demand()
+		w.Demand() // merged with the first: one nudge
+		synctest.Wait()
+		calls := s.times()
+		if len(calls) <= len(before) {
+			t.Fatal("no probe after Demand")
+		}
+		if got, max := calls[len(before)]-at, probe.FastInterval; got < 0 || got > max {
+			t.Errorf("first probe %v after Demand, want within %v", got, max)
+		}
+
+		sleepUntil(start, at+probe.DemandWindow+5*time.Second)
+		calls = s.times()
+		if got, min := countIn(calls, at, at+probe.DemandWindow), int(probe.DemandWindow/probe.FastInterval); got < min {
+			t.Errorf("%d probes in the demand window, want at least %d (every %v)", got, min, probe.FastInterval)
+		}
+		if got, max := countIn(calls, at+probe.DemandWindow+2*time.Second, at+probe.DemandWindow+5*time.Second), 4; got > max {
+			t.Errorf("%d probes in 3s well after the demand window, want at most %d (backed off again)", got, max)
+		}
+	})
+}
+
+func TestWatcherDemandWithPeriod(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown))
+		w := &probe.Watcher{Prober: s, Period: 5 * time.Second}
+		stop := run(t, w)
+		defer stop()
+		sleepUntil(start, time.Second)
+		w.Demand()
+		sleepUntil(start, 2*time.Second)
+		if got, want := s.times(), []time.Duration{0}; !equal(got, want) {
+			t.Errorf("probe times = %v, want %v: a period is kept", got, want)
+		}
+	})
+}
+
+func TestWatcherWaitReady(t *testing.T) {
+	t.Parallel()
+	const max = 800 * time.Millisecond
+	tests := []struct {
+		name string
+		// upAfter is when the upstream starts accepting, after the call;
+		// negative means never.
+		upAfter time.Duration
+		// cancelAfter cancels the call's context; 0 means never.
+		cancelAfter time.Duration
+		want        bool
+		// wantWithin bounds when the call returns, after upAfter (or the
+		// cancel, or max).
+		wantAt     time.Duration
+		wantWithin time.Duration
+	}{
+		{name: "ready in time", upAfter: 300 * time.Millisecond, want: true, wantAt: 300 * time.Millisecond, wantWithin: probe.FastInterval},
+		{name: "ready at once", upAfter: 0, want: true, wantAt: 0, wantWithin: probe.FastInterval},
+		{name: "never", upAfter: -1, want: false, wantAt: max},
+		{name: "too late", upAfter: max + time.Second, want: false, wantAt: max},
+		{name: "canceled", upAfter: -1, cancelAfter: 100 * time.Millisecond, want: false, wantAt: 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				// The call is made at 10 s, backed off to the ceiling.
+				const callAt = 10*time.Second + 300*time.Millisecond
+				s := newScript(func(_ int, since time.Duration) error {
+					if tt.upAfter >= 0 && since >= callAt+tt.upAfter {
+						return nil
+					}
+					return errDown
+				})
+				w := &probe.Watcher{Prober: s}
+				stop := run(t, w)
+				defer stop()
+				sleepUntil(start, callAt)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				if tt.cancelAfter > 0 {
+					time.AfterFunc(tt.cancelAfter, cancel)
+				}
+				got := w.WaitReady(ctx, max)
+				took := time.Since(start) - callAt
+				if got != tt.want {
+					t.Errorf("WaitReady = %v, want %v", got, tt.want)
+				}
+				if took < tt.wantAt || took > tt.wantAt+tt.wantWithin {
+					t.Errorf("WaitReady returned after %v, want within %v of %v", took, tt.wantWithin, tt.wantAt)
+				}
+				if got, want := w.Ready(), tt.want; got != want {
+					t.Errorf("Ready() = %v after WaitReady, want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+func TestWatcherWaitReadyWhenReady(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(nil))
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		defer stop()
+		sleepUntil(start, 1500*time.Millisecond)
+		if !w.WaitReady(t.Context(), time.Second) {
+			t.Error("WaitReady = false for a ready upstream")
+		}
+		if got := time.Since(start); got != 1500*time.Millisecond {
+			t.Errorf("WaitReady took %v, want no wait", got-1500*time.Millisecond)
+		}
+		// Demand while ready keeps the relaxed pace.
+		sleepUntil(start, 3500*time.Millisecond)
+		want := []time.Duration{0, probe.RelaxedInterval, 2 * probe.RelaxedInterval, 3 * probe.RelaxedInterval}
+		if got := s.times(); !equal(got, want) {
+			t.Errorf("probe times = %v, want %v", got, want)
+		}
+	})
+}
+
+// TestWatcherFailureThenBackOff: a ready upstream is probed every
+// RelaxedInterval; a failure is confirmed every FastInterval, probing
+// stays fast for StartWindow from the first failure, then backs off.
+func TestWatcherFailureThenBackOff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const fast, relaxed = probe.FastInterval, probe.RelaxedInterval
+		start := time.Now()
+		const downAt = 3*relaxed + relaxed/2
+		s := newScript(func(_ int, since time.Duration) error {
+			if since >= downAt {
+				return errDown
+			}
+			return nil
+		})
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		sleepUntil(start, 4*relaxed+2*fast-time.Microsecond)
+		if !w.Ready() {
+			t.Error("Ready() = false after 2 failures")
+		}
+		sleepUntil(start, 4*relaxed+2*fast)
+		if w.Ready() {
+			t.Error("Ready() = true after 3 failures")
+		}
+		sleepUntil(start, 4*relaxed+probe.StartWindow+10*time.Second)
+		stop()
+
+		calls := s.times()
+		if got, want := calls[:5], []time.Duration{0, relaxed, 2 * relaxed, 3 * relaxed, 4 * relaxed}; !equal(got, want) {
+			t.Errorf("first probe times = %v, want %v", got, want)
+		}
+		firstFail := 4 * relaxed
+		if got, min := countIn(calls, firstFail, firstFail+probe.StartWindow), int(probe.StartWindow/fast); got < min {
+			t.Errorf("%d probes in the window after the first failure, want at least %d", got, min)
+		}
+		if got, max := countIn(calls, firstFail+probe.StartWindow+5*time.Second, firstFail+probe.StartWindow+10*time.Second), 6; got > max {
+			t.Errorf("%d probes in 5s once backed off, want at most %d", got, max)
+		}
+	})
+}

@@ -97,7 +97,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a := &app{cfg: cfg, log: logger, proxy: p}
 	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger,
 		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold}
-	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready})
+	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready, WaitReady: a.watcher.WaitReady})
 	if cfg.TLSCert != "" {
 		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
