@@ -477,6 +477,7 @@ func (c *conn) serveRequest(n int) bool {
 	defer func() {
 		putBuf(c.head)
 		c.head = nil
+		c.res.release() // after an abort or a hijack, finish did not run
 	}()
 
 	r := c.req

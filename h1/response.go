@@ -49,6 +49,9 @@ type response struct {
 	vec  [6][]byte
 
 	chunkHead [24]byte // a chunk-size line
+
+	keep *[]byte  // KeepBuffer's, until the response is complete
+	vals []string // KeepValues', reused
 }
 
 func (w *response) reset(r *http.Request, h *Head) {
@@ -59,6 +62,32 @@ func (w *response) reset(r *http.Request, h *Head) {
 	w.status, w.wroteHeader, w.headSent, w.chunked = 0, false, false, false
 	w.cl, w.written, w.noBody, w.closeAfter, w.err = -1, 0, false, h.Close, nil
 	w.trailers = w.trailers[:0]
+}
+
+// KeepBuffer returns n bytes that stay the handler's until the response
+// is complete: the proxy copies an upstream response head there and points
+// the response's fields into it, as the engine writes the head only once
+// the handler has returned. A second call may return the same storage.
+func (w *response) KeepBuffer(n int) []byte {
+	if w.keep == nil || cap(*w.keep) < n {
+		putBuf(w.keep)
+		w.keep = getBuf(n)
+	}
+	return (*w.keep)[:n]
+}
+
+// KeepValues returns scratch space for header value slices that stays the
+// handler's until the response is complete (see KeepBuffer).
+func (w *response) KeepValues() *[]string { return &w.vals }
+
+// release gives back what the response holds.
+func (w *response) release() {
+	if w.wbuf != nil {
+		putBuf(w.wbuf)
+		w.wbuf = nil
+	}
+	putBuf(w.keep)
+	w.keep = nil
 }
 
 // Header implements http.ResponseWriter.
@@ -390,10 +419,7 @@ func (w *response) finish() bool {
 	if w.err == nil && (!w.headSent || w.n > 0 || w.chunked) {
 		w.send(nil, true)
 	}
-	if w.wbuf != nil {
-		putBuf(w.wbuf)
-		w.wbuf = nil
-	}
+	w.release()
 	if w.cl >= 0 && w.written < w.cl && w.method != http.MethodHead && !w.noBody {
 		w.closeAfter = true // a short body: the client would wait for the rest
 	}

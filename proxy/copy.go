@@ -21,18 +21,7 @@ func (c *h1Conn) copyResponse(w http.ResponseWriter, rh *respHead, deadline time
 	f, _ := w.(http.Flusher)
 	cp := copier{c: c, w: w, rw: w, f: f, dirty: true, deadline: deadline, idle: idle}
 	defer cp.release()
-	if err := cp.body(w, rh); err != nil {
-		return err
-	}
-	// The response's fields point into c.head, which goes back to its
-	// pool with the connection: they must be written now. For queue's
-	// HTTP/1.1 engine this write is the one it would make on return (head
-	// and body in one writev); net/http's HTTP/2 server copied the fields
-	// at WriteHeader.
-	if f != nil {
-		f.Flush()
-	}
-	return nil
+	return cp.body(w, rh)
 }
 
 // body copies the response body as its framing says.

@@ -153,6 +153,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	// out on a connection that failed, it cannot be sent again.
 	stream := hasBody && body == nil
 
+	keep := keeperOf(w)
 	for attempt := 0; ; attempt++ {
 		var c *h1Conn
 		var err error
@@ -165,6 +166,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			return err
 		}
 		c.watch(r)
+		c.keeper = keep
 		c.setDeadline(deadline)
 		if p.start > 0 {
 			c.setReadDeadline(earliest(deadline, p.start))
@@ -218,11 +220,11 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			return err
 		}
 		c.keepAlive = rh.KeepAlive
-		if r.ProtoMajor != 1 {
-			// Only queue's HTTP/1.1 engine writes the head before the
-			// exchange ends; HTTP/2's HPACK encoder keeps field strings in
-			// its table for the life of the connection. Its fields must
-			// not point into c.head.
+		if c.keeper == nil {
+			// Not queue's HTTP/1.1 engine: the fields must not point into
+			// c.head, which goes back with the connection, and HTTP/2's
+			// HPACK encoder keeps field strings in its table for the life
+			// of the connection.
 			ownStrings(w.Header())
 		}
 		if rh.Status == http.StatusSwitchingProtocols {
@@ -363,7 +365,11 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 		if err != nil {
 			return respHead{}, err
 		}
-		rh, err := parseResponse(b, h, &c.vals)
+		vals := &c.vals
+		if c.keeper != nil {
+			vals = c.keeper.KeepValues() // the head is written after the exchange
+		}
+		rh, err := parseResponse(b, h, vals)
 		if err != nil {
 			return rh, err
 		}
@@ -440,8 +446,13 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 	}
 }
 
-// headBuf returns c.head, taken or grown to n bytes.
+// headBuf returns n bytes for a response head: the client response's own
+// (keeper, queue's HTTP/1.1 engine, which writes the head after the handler
+// returns), else c.head, taken or grown to n bytes.
 func (c *h1Conn) headBuf(n int) []byte {
+	if c.keeper != nil {
+		return c.keeper.KeepBuffer(n)
+	}
 	if c.head == nil || cap(*c.head) < n {
 		h1.PutBuffer(c.head)
 		c.head = h1.GetBuffer(n)
@@ -456,4 +467,27 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// keeper is implemented by queue's HTTP/1.1 engine's response writer
+// (h1): bytes it keeps until the response is complete, which it writes
+// only after the handler returned. A response head read into them can be
+// passed on without copying its fields.
+type keeper interface {
+	KeepBuffer(n int) []byte
+	KeepValues() *[]string
+}
+
+// keeperOf finds w's keeper through the layers' wrappers (Unwrap), or nil.
+func keeperOf(w http.ResponseWriter) keeper {
+	for {
+		if k, ok := w.(keeper); ok {
+			return k
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }

@@ -50,16 +50,17 @@ func trimOWS(s string) string {
 // either direction: headers.ForbiddenInTrailer, the one table of fields.
 func forbiddenTrailer(key string) bool { return headers.ForbiddenInTrailer(key) }
 
-// ownStrings gives every key and value of h storage of its own. Strings
-// from the wire package point into buffers that are reused once their
-// exchange ends (h1's doc.go); a consumer that keeps them longer, such as
-// an HPACK encoder's table, must get copies.
+// ownStrings gives every key, value and value slice of h storage of its
+// own. Strings from the wire package point into buffers that are reused
+// once their exchange ends (h1's doc.go); a consumer that keeps them
+// longer, such as an HPACK encoder's table, must get copies.
 func ownStrings(h http.Header) {
 	for k, vv := range h {
+		own := make([]string, len(vv)) // vv may share the connection's scratch
 		for i, v := range vv {
-			vv[i] = strings.Clone(v)
+			own[i] = strings.Clone(v)
 		}
 		// Assigning to an existing key stores the new key string too.
-		h[strings.Clone(k)] = vv
+		h[strings.Clone(k)] = own
 	}
 }

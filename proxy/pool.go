@@ -152,6 +152,9 @@ type h1Conn struct {
 	// vals is the scratch for their value slices.
 	head *[]byte
 	vals []string
+	// keeper is the client response's buffer keeper while an exchange for
+	// queue's HTTP/1.1 engine runs (headBuf), else nil.
+	keeper keeper
 }
 
 // watch tells the reaper that c carries r, and starts the reaper if it
@@ -271,6 +274,7 @@ func (c *h1Conn) attach() {
 }
 
 func (c *h1Conn) detach() {
+	c.keeper = nil
 	if c.head != nil {
 		h1.PutBuffer(c.head)
 		c.head = nil
