@@ -11,8 +11,9 @@
 // reuses them for each request it carries.
 //
 // The first bytes of a connection decide: the HTTP/2 client preface, or ALPN
-// "h2" on TLS, hands the connection to [Server.H2]; a byte that cannot start
-// a request line is answered 400 at once.
+// "h2" on TLS, hands the connection to [Server.H2]; bytes that cannot be the
+// start of a request line are answered 400 as soon as they are seen, not
+// after the header timeout.
 //
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher goroutine per server, which runs only while
@@ -33,7 +34,14 @@
 //     the *http.Request, after it returns; whatever outlives the request
 //     (a span exported later, a log line written later) must copy.
 //   - The response buffers (the head, and up to 4 KiB of body) are taken at
-//     the first write and given back when the response is complete.
+//     the first write and given back when the response is complete, as is
+//     the buffer the response lends its handler (KeepBuffer, KeepValues): the
+//     proxy reads an upstream response head into it, and the response's
+//     fields point there until the engine has written them, after the
+//     handler returned.
+//   - A connection's request state (request, maps, context) is made at its
+//     first complete head: a connection that never sends one holds its
+//     goroutine and at most a 512-byte buffer.
 //
 // # Goroutines
 //
