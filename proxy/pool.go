@@ -146,10 +146,10 @@ type h1Conn struct {
 	bufs       net.Buffers
 	vec        [2][]byte
 
-	// head holds the response head while its exchange lasts: the fields
-	// passed to the client point into it (h1.ParseResponse), so it is
-	// given back only once the client's response is written (detach).
-	// vals is the scratch for their value slices.
+	// head and vals hold a response head and its value slices when the
+	// client's response is not queue's HTTP/1.1 engine's (no keeper): the
+	// fields are then copied (ownStrings) before the connection goes back,
+	// and head is given back with it (detach).
 	head *[]byte
 	vals []string
 	// keeper is the client response's buffer keeper while an exchange for

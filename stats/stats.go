@@ -268,13 +268,7 @@ func (h *histogram) observe(status int, micros int64) {
 // ready label list without braces, or empty). Codes never seen have no
 // series.
 func (s *Recorder) AppendDurationHistogram(b []byte, name, help, labels string) []byte {
-	b = append(b, "# HELP "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, help...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, name...)
-	b = append(b, " histogram\n"...)
+	b = AppendMetricHeader(b, name, "histogram", help)
 	for i := range s.hist.byCode {
 		ch := s.hist.byCode[i].Load()
 		if ch == nil {
@@ -320,13 +314,7 @@ func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
 	}
 	b := make([]byte, 0, 4096)
 	gauge := func(name, help string, v float64) {
-		b = append(b, "# HELP "...)
-		b = append(b, name...)
-		b = append(b, ' ')
-		b = append(b, help...)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, name...)
-		b = append(b, " gauge\n"...)
+		b = AppendMetricHeader(b, name, "gauge", help)
 		b = append(b, name...)
 		if labels != "" {
 			b = append(b, '{')
@@ -361,4 +349,18 @@ func appendFloat(b []byte, v float64) []byte {
 		return append(b, "-Inf"...)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// AppendMetricHeader appends the HELP and TYPE lines of a metric family in
+// Prometheus' text format. help must not hold a newline or backslash.
+func AppendMetricHeader(b []byte, name, typ, help string) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
 }

@@ -192,7 +192,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the time between two response writes to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.UpstreamIdleTimeout}, "upstream-idle-timeout", "close an upstream connection idle for `D`; 0 = never")
 	fs.Var(probeValue{&c.Probe}, "probe", "check the upstream's readiness with `SPEC`: tcp, http:/path, grpc or none")
-	fs.Var(durationValue{&c.ProbePeriod}, "probe-period", "probe once per `D`; 0 = every 2 ms until ready, then every second")
+	fs.Var(durationValue{&c.ProbePeriod}, "probe-period", "probe once per `D`; 0 = fast while it matters (start, a failure, a waiting probe), backing off to once a second otherwise")
 	fs.Var(durationValue{&c.DrainQuietPeriod}, "drain-quiet-period", "after SIGTERM, serve until no request came for `D`; 0 = close the listeners at once")
 	fs.Var(durationValue{&u.drainTimeout}, "drain-timeout", "then wait at most `D` for in-flight requests and upgraded connections; 0 = no limit")
 	fs.Var(intValue{&c.MaxConnections}, "max-connections", "keep at most `N` client connections open; one more is closed at once")

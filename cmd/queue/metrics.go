@@ -155,7 +155,9 @@ func appendRuntimeMetrics(b []byte) []byte {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	metric := func(name, typ, help string, v float64) {
-		b = append(b, "# HELP "+name+" "+help+"\n# TYPE "+name+" "+typ+"\n"+name+" "...)
+		b = stats.AppendMetricHeader(b, name, typ, help)
+		b = append(b, name...)
+		b = append(b, ' ')
 		b = appendNum(b, v)
 		b = append(b, '\n')
 	}
