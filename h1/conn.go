@@ -55,7 +55,10 @@ type conn struct {
 	state atomic.Int32 // stateIdle...; Shutdown reads it
 	watch atomic.Bool  // a handler runs and the socket is not read: the watcher peeks it
 
-	rawRead func(fd uintptr) bool // c.readRaw, bound once
+	rawRead    func(fd uintptr) bool // c.readRaw, bound once
+	directRead func(fd uintptr) bool // c.readDirectRaw, bound once
+	dp         []byte                // readDirect's destination
+	vw         VecWriter             // writes to tcp, when set
 	rn      int
 	rerr    error
 	peekBuf [1]byte
@@ -67,9 +70,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		c.tcp = tc
 		c.raw, _ = tc.SyscallConn()
+		c.vw.Reset(c.raw)
 	}
 	c.remote = nc.RemoteAddr().String()
 	c.rawRead = c.readRaw
+	c.directRead = c.readDirectRaw
 	return c
 }
 
@@ -395,27 +400,6 @@ func (c *conn) readRaw(fd uintptr) bool {
 	return true
 }
 
-// ReadFD reads a non-blocking socket into p, for a syscall.RawConn's Read
-// callback: again reports that nothing is there yet (the callback then
-// returns false and the runtime waits for readability); end of file is
-// io.EOF. The proxy's upstream reads share it.
-func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
-	for {
-		n, err = syscall.Read(int(fd), p)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			return 0, true, nil
-		case err != nil:
-			return 0, false, err
-		case n == 0:
-			return 0, false, io.EOF
-		}
-		return n, false, nil
-	}
-}
-
 // peerGone reports whether the client closed or reset its connection: a
 // non-blocking peek that finds end of file. Bytes waiting (a pipelined
 // request) mean the client is still there.
@@ -431,14 +415,43 @@ func (c *conn) peerGone() bool {
 	return gone
 }
 
+// write writes b to the client: a raw write on plain TCP (rawio.go).
+func (c *conn) write(b []byte) error {
+	if c.tcp != nil {
+		_, err := c.vw.Write(b)
+		return err
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
 // readDirect reads into p from the connection itself, bypassing the
 // buffer, which is empty.
 func (c *conn) readDirect(p []byte) (int, error) {
+	if c.tcp != nil && len(p) > 0 {
+		c.dp, c.rn, c.rerr = p, 0, nil
+		err := c.raw.Read(c.directRead)
+		c.dp = nil
+		if err != nil {
+			return 0, err
+		}
+		return c.rn, c.rerr
+	}
 	n, err := c.nc.Read(p)
 	if n == 0 && err == nil {
 		err = io.ErrNoProgress
 	}
 	return n, err
+}
+
+// readDirectRaw is readDirect's raw read callback.
+func (c *conn) readDirectRaw(fd uintptr) bool {
+	n, again, err := ReadFD(fd, c.dp)
+	if again {
+		return false
+	}
+	c.rn, c.rerr = n, err
+	return true
 }
 
 // init makes the request state the connection reuses, at its first

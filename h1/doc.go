@@ -15,6 +15,12 @@
 // start of a request line are answered 400 as soon as they are seen, not
 // after the header timeout.
 //
+// On plain TCP, the request path's reads and writes are raw system calls in
+// syscall.RawConn callbacks ([ReadFD], [VecWriter]): a call through the
+// syscall package would wake the runtime's monitor thread whenever the
+// process had been idle, one extra wake-up per request at low rates
+// (rawio.go). The proxy's upstream connections use the same two.
+//
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher goroutine per server, which runs only while
 // requests are in flight and peeks at each such connection every 100 ms:

@@ -45,7 +45,7 @@ type response struct {
 	wbuf *[]byte // body bytes not yet written: (*wbuf)[:n]
 	n    int
 	hb   *[]byte // the head, while it is built
-	iov  net.Buffers
+	iov  [][]byte
 	vec  [6][]byte
 
 	chunkHead [24]byte // a chunk-size line
@@ -147,7 +147,7 @@ func (w *response) writeInformational(code int) {
 	b = w.appendFields(b)
 	b = append(b, "\r\n"...)
 	*w.hb = b
-	_, err := w.c.nc.Write(b)
+	err := w.c.write(b)
 	w.putHead()
 	w.fail(err)
 }
@@ -156,8 +156,7 @@ func (w *response) writeInformational(code int) {
 // whose client asked for it, unless a final response has started.
 func (w *response) writeContinue() {
 	if !w.headSent && w.err == nil {
-		_, err := w.c.nc.Write(continueLine)
-		w.fail(err)
+		w.fail(w.c.write(continueLine))
 	}
 }
 
@@ -253,7 +252,7 @@ func (w *response) send(p []byte, last bool) error {
 	}
 	var err error
 	if w.c.tcp != nil {
-		_, err = w.iov.WriteTo(w.c.tcp)
+		_, err = w.c.vw.Writev(w.iov)
 	} else {
 		for _, b := range w.iov {
 			if _, err = w.c.nc.Write(b); err != nil {

@@ -143,7 +143,7 @@ type h1Conn struct {
 	rerr       error
 	flushFirst http.Flusher // flushed if a read has to wait; then flushed is set
 	flushed    bool
-	bufs       net.Buffers
+	vw         h1.VecWriter // writes to tcp (raw writev, h1/rawio.go)
 	vec        [2][]byte
 
 	// head and vals hold a response head and its value slices when the
@@ -204,19 +204,19 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 
 // Read and Write make h1Conn the buffers' underlying reader and writer. It
 // hides net.TCPConn's ReadFrom from bufio.Writer, whose ReadFrom would
-// otherwise hand a request body to io.Copy and its 32 KiB allocation.
+// otherwise hand a request body to io.Copy and its 32 KiB allocation. On
+// TCP both are raw system calls (h1/rawio.go says why).
 //
 // Read flushes c.flushFirst, when set, only if the read would wait: bytes
 // already there are read first, so that a response arriving in pieces
 // goes to the client in few writes, and a stream still goes out as soon as
 // the upstream pauses.
 func (c *h1Conn) Read(p []byte) (int, error) {
-	if c.flushFirst == nil {
-		return c.nc.Read(p)
-	}
 	if c.raw == nil {
-		c.flushFirst.Flush()
-		c.flushFirst, c.flushed = nil, true
+		if c.flushFirst != nil {
+			c.flushFirst.Flush()
+			c.flushFirst, c.flushed = nil, true
+		}
 		return c.nc.Read(p)
 	}
 	c.rp, c.rn, c.rerr = p, 0, nil
@@ -243,18 +243,23 @@ func (c *h1Conn) rawRead(fd uintptr) bool {
 	return true
 }
 
-func (c *h1Conn) Write(p []byte) (int, error) { return c.nc.Write(p) }
+func (c *h1Conn) Write(p []byte) (int, error) {
+	if c.tcp != nil {
+		return c.vw.Write(p)
+	}
+	return c.nc.Write(p)
+}
 
 // send writes a request head and its held body in one write (writev).
 func (c *h1Conn) send(head, body []byte) error {
 	var err error
 	switch {
+	case c.tcp != nil:
+		c.vec = [2][]byte{head, body}
+		_, err = c.vw.Writev(c.vec[:])
+		c.vec = [2][]byte{}
 	case len(body) == 0:
 		_, err = c.nc.Write(head)
-	case c.tcp != nil:
-		c.bufs = append(c.vec[:0], head, body)
-		_, err = c.bufs.WriteTo(c.tcp)
-		c.vec = [2][]byte{}
 	default:
 		if _, err = c.nc.Write(head); err == nil {
 			_, err = c.nc.Write(body)
@@ -360,6 +365,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		c.tcp = tc
 		c.raw, _ = tc.SyscallConn()
 		c.readFn = c.rawRead
+		c.vw.Reset(c.raw)
 	}
 	t.liveMu.Lock()
 	t.live[c] = struct{}{}

@@ -5,7 +5,8 @@
 // Per client connection it runs one goroutine and holds one upstream
 // connection of its own (dialled at the first request, kept alive, never
 // pooled or shared). Per request it pays only the netpoller, the goroutine's
-// wake-ups, two reads and two writes:
+// wake-ups, two reads and two writes, each a raw system call as in queue's
+// engine:
 //
 //   - read from the client until the bytes seen so far contain "\r\n\r\n",
 //     the end of a request head, and then as many body bytes as its
@@ -31,14 +32,19 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"time"
+
+	"github.com/queue-dev/queue/h1"
 )
 
 var headEnd = []byte("\r\n\r\n")
 
 const (
 	// bufSize is the first size of each connection's buffers; they double
-	// when a head or response does not fit.
+	// while a head does not fit, and grow at once to a whole message when
+	// its Content-Length says it does not fit, so that a body is read in as
+	// few reads as the socket allows.
 	bufSize = 4 << 10
 	// maxHead bounds a request or response head.
 	maxHead = 64 << 10
@@ -76,9 +82,57 @@ func serve(ln net.Listener, upstream string) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go relay(c, upstream)
+		go relay(newRawConn(c), upstream)
 	}
 }
+
+// rawConn reads and writes a TCP connection with raw system calls, as
+// queue's engine does (h1/rawio.go says why): a call through net.Conn
+// wakes the runtime's monitor thread whenever the process was idle.
+type rawConn struct {
+	net.Conn
+	raw syscall.RawConn
+	fn  func(uintptr) bool // c.read, bound once
+	vw  h1.VecWriter
+	p   []byte
+	n   int
+	err error
+}
+
+func newRawConn(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	rc := &rawConn{Conn: c, raw: raw}
+	rc.fn = rc.read
+	rc.vw.Reset(raw)
+	return rc
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	c.p, c.n, c.err = p, 0, nil
+	if err := c.raw.Read(c.fn); err != nil {
+		return 0, err
+	}
+	c.p = nil
+	return c.n, c.err
+}
+
+func (c *rawConn) read(fd uintptr) bool {
+	n, again, err := h1.ReadFD(fd, c.p)
+	if again {
+		return false
+	}
+	c.n, c.err = n, err
+	return true
+}
+
+func (c *rawConn) Write(p []byte) (int, error) { return c.vw.Write(p) }
 
 // relay answers the requests of one client connection until either side
 // closes or breaks the protocol.
@@ -105,6 +159,7 @@ func relay(client net.Conn, upstream string) {
 			return
 		}
 		total := end + n
+		in = fit(in, total)
 		for len(in) < total {
 			if err := readMore(client, &in, total); err != nil {
 				return
@@ -114,6 +169,7 @@ func relay(client net.Conn, upstream string) {
 			if up, err = net.Dial("tcp", upstream); err != nil {
 				return
 			}
+			up = newRawConn(up)
 			resp = make([]byte, 0, bufSize)
 		}
 		if _, err := up.Write(in[:total]); err != nil {
@@ -159,6 +215,7 @@ func readResponse(r net.Conn, buf []byte) ([]byte, error) {
 		return buf, err
 	}
 	total := end + n
+	buf = fit(buf, total)
 	for len(buf) < total {
 		if err := readMore(r, &buf, total); err != nil {
 			return buf, err
@@ -172,6 +229,16 @@ func readResponse(r net.Conn, buf []byte) ([]byte, error) {
 
 // readMore appends one read from r to *buf, doubling its capacity (up to
 // limit) when it is full.
+// fit returns buf with room for n bytes, the bytes it holds kept.
+func fit(buf []byte, n int) []byte {
+	if cap(buf) >= n {
+		return buf
+	}
+	grown := make([]byte, len(buf), n)
+	copy(grown, buf)
+	return grown
+}
+
 func readMore(r net.Conn, buf *[]byte, limit int) error {
 	b := *buf
 	if len(b) == cap(b) {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -155,11 +154,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	mux.HandleFunc("GET /ready", a.drainer.ServeReady)
 	mux.HandleFunc("GET /wait-for-drain", a.drainer.ServeWaitForDrain)
 	if cfg.PProf {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		registerPProf(mux)
 	}
 	a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 	smux := http.NewServeMux()

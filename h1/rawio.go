@@ -1,0 +1,143 @@
+package h1
+
+import (
+	"io"
+	"syscall"
+	"unsafe"
+)
+
+// Reads and writes of a plain TCP socket on the request path are raw
+// system calls made inside syscall.RawConn callbacks (ReadFD, VecWriter).
+//
+// A system call made through the syscall package (net.Conn's Read and
+// Write) enters the runtime's system-call state, and when every P was idle
+// that wakes the runtime's monitor thread, sysmon, from its deep sleep: a
+// futex wake-up, after which sysmon polls every 20 µs while anything runs.
+// A sidecar at a low or moderate rate idles between requests, so each
+// request paid that wake-up and a run of short sleeps on another thread,
+// on the same CPU quota. A read or write of a non-blocking socket never
+// blocks, so it needs none of what the system-call state is for (handing
+// the P to another thread while the call waits), and a raw call skips it.
+// RawConn still takes the descriptor's read or write lock (a Close waits)
+// and still waits in the netpoller, with the connection's deadlines, when
+// the socket is not ready.
+
+// ReadFD reads a non-blocking socket into p, for a syscall.RawConn's Read
+// callback: again reports that nothing is there yet (the callback then
+// returns false and the runtime waits for readability); end of file is
+// io.EOF. The proxy's upstream reads share it.
+func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
+	if len(p) == 0 {
+		return 0, false, nil
+	}
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return 0, true, nil
+		case e != 0:
+			return 0, false, e
+		case r == 0:
+			return 0, false, io.EOF
+		}
+		return int(r), false, nil
+	}
+}
+
+// maxIovec is how many buffers one writev call takes; more are written by
+// further calls.
+const maxIovec = 8
+
+// VecWriter writes buffers to a plain TCP socket with raw writev calls,
+// as many as the socket takes, waiting in the netpoller when it is full.
+// One per connection, reused for every write; not for concurrent use. The
+// proxy's upstream writes share it.
+type VecWriter struct {
+	raw  syscall.RawConn
+	fn   func(uintptr) bool // v.write, bound once
+	bufs [][]byte           // what is left to write
+	n    int64
+	err  error
+	iov  [maxIovec]syscall.Iovec
+	one  [1][]byte
+}
+
+// Reset makes v write to raw's socket.
+func (v *VecWriter) Reset(raw syscall.RawConn) {
+	v.raw = raw
+	if v.fn == nil {
+		v.fn = v.write
+	}
+}
+
+// Writev writes every byte of bufs, in order. It returns the bytes written
+// and the first error: the connection's deadline, a closed connection, or
+// the socket's (EPIPE, ECONNRESET).
+func (v *VecWriter) Writev(bufs [][]byte) (int64, error) {
+	v.bufs, v.n, v.err = bufs, 0, nil
+	err := v.raw.Write(v.fn)
+	v.bufs = nil
+	v.iov = [maxIovec]syscall.Iovec{} // no buffer stays reachable from here
+	if err == nil {
+		err = v.err
+	}
+	return v.n, err
+}
+
+// Write writes every byte of p.
+func (v *VecWriter) Write(p []byte) (int, error) {
+	v.one[0] = p
+	n, err := v.Writev(v.one[:])
+	v.one[0] = nil
+	return int(n), err
+}
+
+// write is the RawConn callback: writev until bufs are written (true), the
+// socket is full (false: the runtime waits for writability and calls
+// again), or an error (true, with v.err set).
+func (v *VecWriter) write(fd uintptr) bool {
+	for {
+		k := 0
+		for _, b := range v.bufs {
+			if k == maxIovec {
+				break
+			}
+			if len(b) > 0 {
+				v.iov[k].Base = &b[0]
+				v.iov[k].SetLen(len(b))
+				k++
+			}
+		}
+		if k == 0 {
+			v.bufs = nil
+			return true
+		}
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(k))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return false
+		case e != 0:
+			v.err = e
+			return true
+		}
+		v.n += int64(r)
+		v.consume(int(r))
+	}
+}
+
+// consume drops the first n written bytes from v.bufs.
+func (v *VecWriter) consume(n int) {
+	for len(v.bufs) > 0 {
+		b := v.bufs[0]
+		if n < len(b) {
+			v.bufs[0] = b[n:]
+			return
+		}
+		n -= len(b)
+		v.bufs = v.bufs[1:]
+	}
+}
