@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -17,23 +18,40 @@ import (
 // handshakes without a restart. Open connections are not touched. A new pair
 // that does not load is logged and the last good one kept.
 //
-// It polls rather than watches: a Kubernetes secret volume replaces files
-// by swapping a symlinked directory, which file watches follow badly, and
-// reading two small files a second costs nothing.
+// It checks on demand rather than watches: a Kubernetes secret volume
+// replaces files by swapping a symlinked directory, which file watches
+// follow badly. A handshake that comes certCheckPeriod or more after the
+// last check re-reads the two small files before it picks the pair, so a
+// rotation is served from the first handshake a second after it at the
+// latest, and a process with no handshakes reads nothing.
 type CertReloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
 	cert              atomic.Pointer[tls.Certificate]
-	certPEM, keyPEM   []byte // last content tried, good or bad
+
+	now     func() time.Time // the clock; tests inject theirs
+	t0      time.Time        // the time base of checked
+	checked atomic.Int64     // last check, nanoseconds since t0
+
+	mu              sync.Mutex // serializes Reload
+	certPEM, keyPEM []byte     // last content tried, good or bad
 }
+
+// certCheckPeriod is the least time between two checks of the files.
+const certCheckPeriod = time.Second
 
 // NewCertReloader loads the pair once; an error here is a configuration
 // error. A nil logger discards.
 func NewCertReloader(certFile, keyFile string, log *slog.Logger) (*CertReloader, error) {
+	return newCertReloader(certFile, keyFile, log, time.Now)
+}
+
+// newCertReloader is NewCertReloader with the clock given.
+func newCertReloader(certFile, keyFile string, log *slog.Logger, now func() time.Time) (*CertReloader, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &CertReloader{certFile: certFile, keyFile: keyFile, log: log}
+	c := &CertReloader{certFile: certFile, keyFile: keyFile, log: log, now: now, t0: now()}
 	certPEM, keyPEM, err := c.read()
 	if err != nil {
 		return nil, err
@@ -58,8 +76,12 @@ func (c *CertReloader) read() (certPEM, keyPEM []byte, err error) {
 }
 
 // Reload re-reads the files and, when their content changed and loads,
-// switches to the new pair. It reports whether it switched.
+// switches to the new pair. It reports whether it switched. GetCertificate
+// calls it at most once per certCheckPeriod; a pair that does not load is
+// logged once, when the content changes to it.
 func (c *CertReloader) Reload() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	certPEM, keyPEM, err := c.read()
 	if err != nil {
 		// Mid-rotation one file may be missing for a moment: keep the pair.
@@ -80,23 +102,15 @@ func (c *CertReloader) Reload() bool {
 	return true
 }
 
-// Run calls Reload every period until ctx is done. It must run on one
-// goroutine only.
-func (c *CertReloader) Run(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.Reload()
-		}
-	}
-}
-
-// GetCertificate is for tls.Config.GetCertificate.
+// GetCertificate is for tls.Config.GetCertificate. When the last check of
+// the files is certCheckPeriod old or more, the one handshake that wins a
+// compare-and-swap of the check time re-reads them first; the handshakes
+// racing it do not wait and get the current pair.
 func (c *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	now := int64(c.now().Sub(c.t0))
+	if last := c.checked.Load(); now-last >= int64(certCheckPeriod) && c.checked.CompareAndSwap(last, now) {
+		c.Reload()
+	}
 	return c.cert.Load(), nil
 }
 

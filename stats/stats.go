@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +21,9 @@ const (
 
 // Window is one closed window.
 type Window struct {
-	// Length of the window.
+	// Length of the window: at least Config.Window when closed on demand,
+	// longer when nobody read the figures for a while. The averages and
+	// rates are over this length.
 	Length time.Duration
 	// AverageConcurrency is the time-weighted average of active requests.
 	AverageConcurrency float64
@@ -32,13 +33,14 @@ type Window struct {
 	RequestsPerSecond float64
 	// ProxiedRequestsPerSecond is the same for activator-proxied requests.
 	ProxiedRequestsPerSecond float64
-	// Uptime is the time since the Recorder was created.
+	// Uptime is the time from the Recorder's creation to the window's end.
 	Uptime time.Duration
 }
 
 // Config configures a Recorder.
 type Config struct {
-	// Window is the length of a window. 0 means one second.
+	// Window is the shortest window: a read closes the current window only
+	// when it is at least this old. 0 means one second.
 	Window time.Duration
 	// OnDone, when set, is called at the end of every counted request with
 	// its status (0 when nothing was written: the client went away or the
@@ -58,6 +60,14 @@ type Recorder struct {
 	last     atomic.Pointer[Window]
 	hist     histogram
 	pool     sync.Pool
+
+	// mu serializes closing windows and folding segments: reads run on
+	// their own goroutines, and conc.close needs one caller at a time. The
+	// request path takes it only to fold a segment, once a second at most.
+	mu     sync.Mutex
+	start  int64 // the current window's start, microseconds since t0
+	folded int64 // area of the current window's folded segments (microsecond-requests)
+	pfold  int64 // the same for activator-proxied requests
 }
 
 // New returns a Recorder whose first window starts now.
@@ -77,28 +87,91 @@ func (s *Recorder) now() int64 { return int64(time.Since(s.t0) / time.Microsecon
 // Begin counts a request arriving at now (microseconds since New). The
 // Handler calls it; it is exported for exact tests with chosen times.
 func (s *Recorder) Begin(now int64, proxied bool) {
-	s.all.add(now, 1)
+	for !s.all.add(now, 1) {
+		s.fold(&s.all, now)
+	}
 	s.arrivals.Add(1)
 	if proxied {
-		s.proxied.add(now, 1)
+		for !s.proxied.add(now, 1) {
+			s.fold(&s.proxied, now)
+		}
 		s.proxiedN.Add(1)
 	}
 }
 
 // End counts a request ending at now.
 func (s *Recorder) End(now int64, proxied bool) {
-	s.all.add(now, -1)
+	for !s.all.add(now, -1) {
+		s.fold(&s.all, now)
+	}
 	if proxied {
-		s.proxied.add(now, -1)
+		for !s.proxied.add(now, -1) {
+			s.fold(&s.proxied, now)
+		}
 	}
 }
 
-// Close ends the current window at now (microseconds since New), stores it
-// as the last one and returns it. Run calls it every window; tests call it
-// with chosen times. Only one goroutine may call it.
+// fold closes the segment c counts in at now, when it is still maxSegment
+// old (another update may have folded it meanwhile), and adds both
+// counters' segment areas to the current window's. The window goes on: only
+// a read closes it. This is what keeps conc's 40-bit area from overflowing
+// when nobody reads the figures for minutes or hours while requests come.
+func (s *Recorder) fold(c *conc, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.age(now) < maxSegment {
+		return
+	}
+	a, _ := s.all.close(now)
+	p, _ := s.proxied.close(now)
+	s.folded += a
+	s.pfold += p
+}
+
+// Close ends the current window at now (microseconds since New), however
+// young it is, stores it as the last one and returns it. It is for exact
+// tests with chosen times; readers use Current or Snapshot.
 func (s *Recorder) Close(now int64) Window {
-	area, length := s.all.close(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeLocked(now)
+}
+
+// Current returns the figures at now (microseconds since New): when the
+// current window is at least Config.Window old, it closes it at now and
+// returns it; otherwise it returns the last closed window again. So readers
+// that come every Config.Window get one window each, two readers (the
+// autoscaler and Prometheus) never cut each other's windows shorter than
+// Config.Window, and a late reader gets one long window whose averages are
+// over its real length. Nothing is closed while nobody reads.
+func (s *Recorder) Current(now int64) Window {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.currentLocked(now)
+}
+
+// Snapshot is Current at the present time.
+func (s *Recorder) Snapshot() Window {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The time is taken under the lock, so that windows close in order.
+	return s.currentLocked(s.now())
+}
+
+func (s *Recorder) currentLocked(now int64) Window {
+	if now-s.start < int64(s.cfg.Window/time.Microsecond) {
+		return *s.last.Load()
+	}
+	return s.closeLocked(now)
+}
+
+func (s *Recorder) closeLocked(now int64) Window {
+	area, _ := s.all.close(now)
 	parea, _ := s.proxied.close(now)
+	area, parea = area+s.folded, parea+s.pfold
+	s.folded, s.pfold = 0, 0
+	length := now - s.start
+	s.start = now
 	n, pn := s.arrivals.Swap(0), s.proxiedN.Swap(0)
 	w := Window{Length: time.Duration(length) * time.Microsecond, Uptime: time.Duration(now) * time.Microsecond}
 	if length > 0 {
@@ -112,21 +185,7 @@ func (s *Recorder) Close(now int64) Window {
 	return w
 }
 
-// Run closes a window every Config.Window until ctx is done.
-func (s *Recorder) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Window)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Close(s.now())
-		}
-	}
-}
-
-// Last returns the last closed window.
+// Last returns the last closed window without closing one.
 func (s *Recorder) Last() Window { return *s.last.Load() }
 
 // Active returns the number of requests in flight now.
@@ -304,10 +363,10 @@ type Gauges struct {
 }
 
 // WritePrometheus writes the metrics in the Prometheus text format
-// (version 0.0.4). labels is a ready label list without braces, such as
-// `namespace="ns",revision="r1"`, or empty.
+// (version 0.0.4), the window's from Snapshot. labels is a ready label list
+// without braces, such as `namespace="ns",revision="r1"`, or empty.
 func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
-	last := s.Last()
+	last := s.Snapshot()
 	depth := 0
 	if g.Depth != nil {
 		depth = g.Depth()

@@ -20,6 +20,15 @@ type event struct {
 	proxied bool
 }
 
+// times returns n copies of e.
+func times(n int, e event) []event {
+	ev := make([]event, n)
+	for i := range ev {
+		ev[i] = e
+	}
+	return ev
+}
+
 func TestWindowArithmetic(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -59,12 +68,34 @@ func TestWindowArithmetic(t *testing.T) {
 		name:     "empty window",
 		closeAt:  []int64{sec},
 		wantConc: []float64{0}, wantProxied: []float64{0}, wantRPS: []float64{0},
+	}, {
+		// 200 requests for an hour make an area of 7.2e11 microsecond-
+		// requests, beyond the 40 bits of conc's word: the segments fold.
+		name:     "an hour unread, 200 requests lasting all of it",
+		events:   append(times(200, event{0, true, true}), times(200, event{3600 * sec, false, true})...),
+		closeAt:  []int64{3600 * sec},
+		wantConc: []float64{200}, wantProxied: []float64{200}, wantRPS: []float64{200.0 / 3600},
+	}, {
+		// Each arrival an hour into the segment would subtract 3.6e9 from
+		// the area: 1000 of them would overflow it without a fold.
+		name:     "1000 requests arriving an hour into the window",
+		events:   times(1000, event{3600 * sec, true, false}),
+		closeAt:  []int64{3601 * sec},
+		wantConc: []float64{1000.0 / 3601}, wantProxied: []float64{0}, wantRPS: []float64{1000.0 / 3601},
+	}, {
+		name: "requests across hours of windows read late",
+		events: append(append(times(300, event{sec / 2, true, false}), times(300, event{2 * 3600 * sec, false, false})...),
+			times(300, event{3 * 3600 * sec, true, false})...),
+		closeAt:     []int64{3600 * sec, 3*3600*sec + sec},
+		wantConc:    []float64{300 * (3600 - 0.5) / 3600, (300*3600 + 300*1) / (2*3600 + 1.0)},
+		wantProxied: []float64{0, 0}, wantRPS: []float64{300.0 / 3600, 300.0 / (2*3600 + 1)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := New(Config{})
 			ev := tt.events
+			var prev int64
 			for i, at := range tt.closeAt {
 				for len(ev) > 0 && ev[0].at <= at && !(ev[0].at == at && i < len(tt.closeAt)-1 && ev[0].begin) {
 					if ev[0].begin {
@@ -75,6 +106,10 @@ func TestWindowArithmetic(t *testing.T) {
 					ev = ev[1:]
 				}
 				w := s.Close(at)
+				if got, want := w.Length, time.Duration(at-prev)*time.Microsecond; got != want {
+					t.Errorf("window %d: length = %v, want %v", i, got, want)
+				}
+				prev = at
 				if got, want := w.AverageConcurrency, tt.wantConc[i]; !near(got, want) {
 					t.Errorf("window %d: average concurrency = %v, want %v", i, got, want)
 				}
@@ -112,11 +147,12 @@ func TestPackRoundTrip(t *testing.T) {
 // and no update is lost.
 //
 // An update that stalls across 64 closes can be misattributed (the epoch
-// wraps: conc.go). Real windows are a second apart; here the closer may
-// close a window only once every worker still running has finished an
-// update since the last close, so closes still land in the middle of
+// wraps: conc.go). Real segments are half a second apart at least; here the
+// closer may close one only once every worker still running has finished
+// an update since the last close, so closes still land in the middle of
 // updates but no update can span more than a few of them, however the
-// scheduler stalls a worker.
+// scheduler stalls a worker. Every update is less than maxSegment after
+// its segment's start, so add never refuses one.
 func TestConcurrentExact(t *testing.T) {
 	t.Parallel()
 	var c conc
@@ -130,9 +166,13 @@ func TestConcurrentExact(t *testing.T) {
 			defer progress[w].Store(-1)
 			for i := range each {
 				begin := int64(w*each + i)
-				c.add(begin, 1)
+				if !c.add(begin, 1) {
+					t.Errorf("add(%d, 1) refused", begin)
+				}
 				progress[w].Add(1)
-				c.add(begin+3*sec, -1) // every request lasts 3s
+				if !c.add(begin+3000, -1) { // every request lasts 3 ms
+					t.Errorf("add(%d, -1) refused", begin+3000)
+				}
 				progress[w].Add(1)
 			}
 		}()
@@ -159,7 +199,7 @@ func TestConcurrentExact(t *testing.T) {
 		case <-done:
 			area, _ := c.close(now)
 			total += area
-			if got, want := total, int64(workers*each)*3*sec; got != want {
+			if got, want := total, int64(workers*each)*3000; got != want {
 				t.Errorf("sum of window areas = %d, want %d (after %d racing closes)", got, want, closes)
 			}
 			if got := c.active(); got != 0 {
@@ -172,6 +212,219 @@ func TestConcurrentExact(t *testing.T) {
 			closes++
 			waitProgress()
 		}
+	}
+}
+
+// TestConcRefusesStale: an update maxSegment or more after its segment's
+// start changes nothing and is refused, and goes through once the segment
+// is closed.
+func TestConcRefusesStale(t *testing.T) {
+	t.Parallel()
+	var c conc
+	if !c.add(maxSegment-1, 1) {
+		t.Fatal("an update within the segment was refused")
+	}
+	before := c.x.Load()
+	if c.add(maxSegment, 1) {
+		t.Error("an update maxSegment after the segment's start was taken")
+	}
+	if got := c.x.Load(); got != before {
+		t.Errorf("a refused update changed the word: %x, want %x", got, before)
+	}
+	if area, length := c.close(maxSegment); area != 1 || length != maxSegment {
+		t.Errorf("close = %d, %d; want 1, %d", area, length, maxSegment)
+	}
+	if !c.add(maxSegment, 1) {
+		t.Error("the update was refused after the close")
+	}
+	if got, want := c.active(), 2; got != want {
+		t.Errorf("active = %d, want %d", got, want)
+	}
+}
+
+// TestCurrent: a read closes the window only when it is at least
+// Config.Window old and otherwise serves the last closed one again; a late
+// read gets one window averaged over its real length.
+func TestCurrent(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		at   int64
+		do   string // "begin", "end" or "read"
+		want Window // for "read"
+	}
+	one := Window{Length: time.Second, AverageConcurrency: 1, RequestsPerSecond: 1, Uptime: time.Second}
+	tests := []struct {
+		name   string
+		window time.Duration
+		steps  []step
+	}{{
+		name: "younger than the window: the last one again",
+		steps: []step{
+			{at: 0, do: "begin"},
+			{at: sec / 2, do: "read", want: Window{}},
+			{at: sec, do: "read", want: one},
+			{at: sec * 3 / 2, do: "read", want: one},
+			{at: 2*sec - 1, do: "read", want: one},
+		},
+	}, {
+		name: "older: a new window over its real length",
+		steps: []step{
+			{at: 0, do: "begin"},
+			{at: sec, do: "read", want: one},
+			{at: sec * 3 / 2, do: "end"},
+			{at: 4 * sec, do: "read", want: Window{Length: 3 * time.Second, AverageConcurrency: 0.5 / 3, Uptime: 4 * time.Second}},
+		},
+	}, {
+		name: "a late first read",
+		steps: []step{
+			{at: 0, do: "begin"},
+			{at: sec / 2, do: "end"},
+			{at: 10 * sec, do: "read", want: Window{Length: 10 * time.Second, AverageConcurrency: 0.05, RequestsPerSecond: 0.1, Uptime: 10 * time.Second}},
+		},
+	}, {
+		name: "two readers do not cut each other's windows short",
+		steps: []step{
+			{at: 0, do: "begin"},
+			{at: sec, do: "read", want: one},
+			{at: sec * 13 / 10, do: "read", want: one},
+			{at: sec * 16 / 10, do: "read", want: one},
+			{at: 2 * sec, do: "read", want: Window{Length: time.Second, AverageConcurrency: 1, Uptime: 2 * time.Second}},
+			{at: sec * 29 / 10, do: "read", want: Window{Length: time.Second, AverageConcurrency: 1, Uptime: 2 * time.Second}},
+		},
+	}, {
+		name:   "a longer configured window",
+		window: 5 * time.Second,
+		steps: []step{
+			{at: 0, do: "begin"},
+			{at: 3 * sec, do: "read", want: Window{}},
+			{at: 5 * sec, do: "read", want: Window{Length: 5 * time.Second, AverageConcurrency: 1, RequestsPerSecond: 0.2, Uptime: 5 * time.Second}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{Window: tt.window})
+			for i, st := range tt.steps {
+				switch st.do {
+				case "begin":
+					s.Begin(st.at, false)
+				case "end":
+					s.End(st.at, false)
+				case "read":
+					got := s.Current(st.at)
+					if got.Length != st.want.Length || got.Uptime != st.want.Uptime ||
+						!near(got.AverageConcurrency, st.want.AverageConcurrency) ||
+						!near(got.RequestsPerSecond, st.want.RequestsPerSecond) {
+						t.Errorf("step %d: Current(%d) = %+v, want %+v", i, st.at, got, st.want)
+					}
+					if last := s.Last(); last != got {
+						t.Errorf("step %d: Last() = %+v, want what Current returned, %+v", i, last, got)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentReaders: readers racing each other and the request path
+// never close a window shorter than Config.Window, and the windows they
+// close cover the whole time and add up to every request's duration, with
+// or without segments folded between closes.
+func TestConcurrentReaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		window time.Duration
+	}{
+		{"windows shorter than a segment", time.Millisecond},
+		{"segments folded between closes", 1500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{Window: tt.window})
+			const workers, readers, each, reads, step = 4, 3, 2000, 3000, 500 // step: microseconds per clock reading
+			var clock atomic.Int64
+			var total, ptotal atomic.Int64 // microsecond-requests
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					<-start
+					for i := range each {
+						proxied := (w+i)%2 == 0
+						b := clock.Add(step)
+						s.Begin(b, proxied)
+						e := clock.Add(step)
+						s.End(e, proxied)
+						total.Add(e - b)
+						if proxied {
+							ptotal.Add(e - b)
+						}
+					}
+				})
+			}
+			var mu sync.Mutex
+			closed := map[time.Duration]Window{} // by end
+			for range readers {
+				wg.Go(func() {
+					<-start
+					seen := map[time.Duration]Window{}
+					for range reads {
+						if w := s.Current(clock.Add(step)); w.Length > 0 {
+							seen[w.Uptime] = w
+						}
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					for k, v := range seen {
+						closed[k] = v
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if len(closed) == 0 {
+				t.Fatal("the readers closed no window")
+			}
+			final := s.Close(clock.Add(step))
+			var length time.Duration
+			var area, parea, n, pn float64
+			for _, w := range closed {
+				if w.Length < tt.window {
+					t.Errorf("a window of %v, shorter than %v", w.Length, tt.window)
+				}
+			}
+			closed[final.Uptime] = final
+			for _, w := range closed {
+				secs := w.Length.Seconds()
+				length += w.Length
+				area += w.AverageConcurrency * secs * 1e6
+				parea += w.AverageProxiedConcurrency * secs * 1e6
+				n += w.RequestsPerSecond * secs
+				pn += w.ProxiedRequestsPerSecond * secs
+			}
+			t.Logf("%d windows", len(closed))
+			if got, want := length, final.Uptime; got != want {
+				t.Errorf("windows cover %v, want %v", got, want)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{
+				{"area", area, float64(total.Load())},
+				{"proxied area", parea, float64(ptotal.Load())},
+				{"requests", n, workers * each},
+				{"proxied requests", pn, workers * each / 2},
+			} {
+				if math.Abs(c.got-c.want) > 1e-6*c.want {
+					t.Errorf("sum of the windows' %s = %v, want %v", c.what, c.got, c.want)
+				}
+			}
+			if got := s.Active(); got != 0 {
+				t.Errorf("active = %d after all ended, want 0", got)
+			}
+		})
 	}
 }
 

@@ -68,10 +68,11 @@ func encodeStat(pod string, w stats.Window, now time.Time) []byte {
 	return protowire.AppendVarint(b, uint64(now.UnixNano()))
 }
 
-// statsHandler serves the last window as a Stat protobuf.
+// statsHandler serves the window as a Stat protobuf: the scrape closes it
+// when it is a second old or more (stats.Recorder.Snapshot).
 func (a *app) statsHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/protobuf")
-	w.Write(encodeStat(a.cfg.Labels.Pod, a.stats.Last(), time.Now()))
+	w.Write(encodeStat(a.cfg.Labels.Pod, a.stats.Snapshot(), time.Now()))
 }
 
 // metricsHandler serves the Prometheus text exposition: queue's own

@@ -28,8 +28,6 @@ const (
 	// servers are the serving port's.
 	readHeaderTimeout = ingress.ReadHeaderTimeout
 	idleTimeout       = ingress.IdleTimeout
-	// certPollPeriod is how often the certificate files are re-read.
-	certPollPeriod = time.Second
 )
 
 // app is a running queue: its listeners, servers and proxy.
@@ -226,13 +224,11 @@ func (a *app) serve(ctx context.Context) error {
 	run("serving", func() error { return a.ingress.Serve(a.plainLn) })
 	if a.tlsLn != nil {
 		run("tls", func() error { return a.ingress.ServeTLS(a.tlsLn, a.tlsConfig) })
-		go a.certs.Run(ctx, certPollPeriod)
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
 	run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
 	go a.watcher.Run(ctx)
-	go a.stats.Run(ctx)
 	// Canceling ctx drains at once, even in the middle of a quiet period.
 	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 

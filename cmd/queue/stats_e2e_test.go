@@ -123,7 +123,7 @@ func TestStatsEndToEnd(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no window showed %d concurrent requests; last %v", n, f)
 		}
-		time.Sleep(100 * time.Millisecond) // windows close every second: polling the endpoint
+		time.Sleep(100 * time.Millisecond) // a scrape closes a window once it is a second old: polling the endpoint
 	}
 	if got := q.app.stats.Active(); got != n {
 		t.Errorf("active now = %d, want %d", got, n)

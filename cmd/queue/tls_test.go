@@ -34,8 +34,9 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// TestCertRotation: new handshakes get a rewritten pair within 2 s, an open
-// connection keeps working, and a broken pair is logged and ignored.
+// TestCertRotation: new handshakes get a rewritten pair within 2 s (the
+// first handshake a second after the last check re-reads the files), an
+// open connection keeps working, and a broken pair is logged and ignored.
 func TestCertRotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -88,10 +89,15 @@ func TestCertRotation(t *testing.T) {
 	}
 
 	os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o600)
+	// Only a handshake re-reads the files: keep handshaking until the
+	// broken pair is seen and logged.
 	deadline := time.Now().Add(3 * time.Second)
 	for !strings.Contains(q.logs.String(), "new certificate pair rejected") {
 		if time.Now().After(deadline) {
 			t.Fatal("a broken pair was not logged")
+		}
+		if got := served(); got != "two" {
+			t.Fatalf("with a broken pair written: serving %q, want the last good one (two)", got)
 		}
 		time.Sleep(20 * time.Millisecond) // polling the log, bounded
 	}
