@@ -26,6 +26,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# nginx_conf, haproxy_conf, NGINX_CMD and HAPROXY_CMD: one copy, shared with sidecar.sh.
+# shellcheck source=bench/peers.sh
+source "$HERE/peers.sh"
 ALL_PEERS=(direct nginx haproxy naive floor queue)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -351,11 +354,11 @@ peer() {
     nginx)
       # nginx 1.22 serves h2c only on a port of its own ("listen ... http2").
       LISTEN=127.0.0.1:18011 H2C=127.0.0.1:18111
-      CMD='exec /usr/sbin/nginx -e "$BENCH_TMP/error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx.conf"' ;;
+      CMD=$NGINX_CMD ;;
     haproxy)
       # An HTTP-mode bind recognises the HTTP/2 preface: h2c on the same port.
       LISTEN=127.0.0.1:18013 H2C=127.0.0.1:18013
-      CMD='exec /usr/sbin/haproxy -db -f "$BENCH_TMP/haproxy.cfg"' ;;
+      CMD=$HAPROXY_CMD ;;
     naive)
       LISTEN=127.0.0.1:18015 H2C=127.0.0.1:18015
       CMD='exec "$COMPARE_BIN/naive" -listen "$BENCH_LISTEN" -upstream "$BENCH_UPSTREAM"' ;;
@@ -372,70 +375,6 @@ peer() {
         --metrics-listen 127.0.0.1:18124 --drain-quiet-period 0s --drain-timeout 1s'
       CMD=${CMD//$'\n'/ } ;;
   esac
-}
-
-nginx_conf() { # dir: one worker, a keep-alive upstream pool, no logs, all in dir
-  local user=""
-  ((EUID == 0)) && user="user root;"
-  cat >"$1/nginx.conf" <<EOF
-$user
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $1/nginx.pid;
-error_log $1/error.log warn;
-events { worker_connections $((NOFILE / 2)); }
-http {
-  access_log off;
-  client_body_temp_path $1/body;
-  proxy_temp_path $1/proxy;
-  fastcgi_temp_path $1/fastcgi;
-  uwsgi_temp_path $1/uwsgi;
-  scgi_temp_path $1/scgi;
-  keepalive_timeout 60s;
-  keepalive_requests 1000000;
-  client_body_buffer_size 32k;
-  upstream origin {
-    server $UPSTREAM;
-    keepalive 1024;
-    keepalive_requests 1000000;
-  }
-  server {
-    listen $LISTEN backlog=4096;
-    listen $H2C http2 backlog=4096;
-    location / {
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffer_size 16k;
-      proxy_buffers 8 16k;
-      proxy_max_temp_file_size 0;
-    }
-  }
-}
-EOF
-}
-
-haproxy_conf() { # dir: one thread, server connections reused, no logs
-  cat >"$1/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn $((NOFILE / 2 - 100))
-defaults
-  mode http
-  option http-keep-alive
-  http-reuse always
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-  timeout http-keep-alive 60s
-frontend clients
-  bind $LISTEN
-  default_backend origin
-backend origin
-  server upstream $UPSTREAM
-EOF
 }
 
 # --- measurement -------------------------------------------------------------

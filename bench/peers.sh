@@ -1,0 +1,85 @@
+# peers.sh - the nginx and HAProxy peers of the benchmarks, sourced by
+# bench/compare.sh and bench/sidecar.sh so that both run the same
+# configuration of each (bench/README.md describes them).
+#
+# nginx_conf DIR and haproxy_conf DIR write the peer's configuration into DIR
+# (a scratch folder that also holds its pid, logs and temporary files) from
+# these variables of the caller:
+#
+#   LISTEN    host:port the clients connect to
+#   H2C       host:port of nginx's h2c listener (nginx 1.22 serves h2c only on
+#             a "listen ... http2" port of its own); empty = none
+#   UPSTREAM  the origin's host:port
+#   NOFILE    the file descriptor limit the peer runs with
+#
+# NGINX_CMD and HAPROXY_CMD start the peer in the foreground. They run under
+# `bash -c` with BENCH_TMP (the DIR above) exported, from that folder.
+
+# shellcheck disable=SC2016 # expanded by the bash -c that runs the command
+NGINX_CMD='exec /usr/sbin/nginx -e "$BENCH_TMP/error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx.conf"'
+# shellcheck disable=SC2016
+HAPROXY_CMD='exec /usr/sbin/haproxy -db -f "$BENCH_TMP/haproxy.cfg"'
+
+nginx_conf() { # dir: one worker, a keep-alive upstream pool, no logs, all in dir
+  local user=""
+  ((EUID == 0)) && user="user root;"
+  cat >"$1/nginx.conf" <<EOF_NGINX
+$user
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections $((NOFILE / 2)); }
+http {
+  access_log off;
+  client_body_temp_path $1/body;
+  proxy_temp_path $1/proxy;
+  fastcgi_temp_path $1/fastcgi;
+  uwsgi_temp_path $1/uwsgi;
+  scgi_temp_path $1/scgi;
+  keepalive_timeout 60s;
+  keepalive_requests 1000000;
+  client_body_buffer_size 32k;
+  upstream origin {
+    server $UPSTREAM;
+    keepalive 1024;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen $LISTEN backlog=4096;
+    ${H2C:+listen $H2C http2 backlog=4096;}
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffer_size 16k;
+      proxy_buffers 8 16k;
+      proxy_max_temp_file_size 0;
+    }
+  }
+}
+EOF_NGINX
+}
+
+haproxy_conf() { # dir: one thread, server connections reused, no logs
+  cat >"$1/haproxy.cfg" <<EOF_HAPROXY
+global
+  nbthread 1
+  maxconn $((NOFILE / 2 - 100))
+defaults
+  mode http
+  option http-keep-alive
+  http-reuse always
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 60s
+frontend clients
+  bind $LISTEN
+  default_backend origin
+backend origin
+  server upstream $UPSTREAM
+EOF_HAPROXY
+}
