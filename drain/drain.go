@@ -31,8 +31,12 @@ type Config struct {
 // default probe timeout of 1 s, so that a kubelet probe gets an answer
 // rather than a timeout; Knative's queue-proxy holds up to 10 s, which
 // suits only the activator's probes, whose timeout is longer. 800 ms covers
-// a typical cold start of the upstream at the watcher's fast pace and leaves
-// 200 ms for the network and the kubelet's own overhead.
+// a typical cold start of the upstream and leaves 200 ms for the network and
+// the kubelet's own overhead. It is also how long the watcher keeps its hold
+// pace (probe.HoldInterval) after each held probe: probe.Watcher.WaitReady
+// holds that pace for the max it is given, this, so that this constant alone
+// sets the window (probe.DemandWindow, the same 800 ms, is only for a bare
+// Demand, as neither package may import the other).
 const ProbeHold = 800 * time.Millisecond
 
 // Drainer is the drain state. Create it with New.

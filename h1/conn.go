@@ -52,16 +52,17 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	state atomic.Int32 // stateIdle...; Shutdown reads it
-	watch atomic.Bool  // a handler runs and the socket is not read: the watcher peeks it
+	state atomic.Int32  // stateIdle...; Shutdown reads it
+	watch atomic.Bool   // a handler runs and the socket is not read: the watcher peeks it
+	since atomic.Uint32 // Server.ticks when the request began
 
 	rawRead    func(fd uintptr) bool // c.readRaw, bound once
 	directRead func(fd uintptr) bool // c.readDirectRaw, bound once
 	dp         []byte                // readDirect's destination
 	vw         VecWriter             // writes to tcp, when set
-	rn      int
-	rerr    error
-	peekBuf [1]byte
+	rn         int
+	rerr       error
+	peekBuf    [1]byte
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -517,6 +518,7 @@ func (c *conn) serveRequest(n int) bool {
 	}
 	c.res.reset(r, h)
 
+	c.since.Store(c.s.ticks.Load())
 	c.watch.Store(h.Framing == NoBody)
 	c.s.begin()
 	aborted := c.runHandler()

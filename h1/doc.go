@@ -23,8 +23,10 @@
 //
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher goroutine per server, which runs only while
-// requests are in flight and peeks at each such connection every 100 ms:
-// end of file cancels the request's context.
+// requests are in flight and every 100 ms peeks at the connections whose
+// request has been in a handler for 100 ms or more, at most 64 a tick
+// (chosen at random past that, so that a backlog does not grow the
+// watcher's work): end of file cancels the request's context.
 //
 // # Buffers and who owns them
 //

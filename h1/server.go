@@ -50,7 +50,8 @@ type Server struct {
 
 	inflight atomic.Int64 // requests in a handler: the watcher runs while > 0
 	watching atomic.Bool
-	scratch  []*conn // the watcher's snapshot, reused
+	scratch  []*conn       // the watcher's snapshot, reused
+	ticks    atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
 
 const (
@@ -232,6 +233,13 @@ func (s *Server) closeIdle() bool {
 // checked for a client that went away.
 const watchPeriod = 100 * time.Millisecond
 
+// maxPeeks bounds the connections one tick of the watcher peeks at. Past
+// it, the tick takes maxPeeks of them at random (Go's map order), so each
+// is still seen, later: a backlog of requests (a process held to its CPU
+// quota, a slow upstream) must not make the watcher's work grow with it,
+// or the backlog feeds itself.
+const maxPeeks = 64
+
 // begin counts a request into a handler and starts the watcher if it is
 // not running. The watcher is one goroutine for the whole server and runs
 // only while requests are in flight: an idle server has no timer.
@@ -246,17 +254,23 @@ func (s *Server) end() { s.inflight.Add(-1) }
 // watch cancels the context of every request whose client closed its
 // connection, every watchPeriod, while requests are in flight. This
 // replaces net/http's background read per connection (a goroutine wake-up
-// and a read per request) with one peek per in-flight request and tick.
+// and a read per request) with a peek per tick at each request in a
+// handler for a whole tick or more (one that ends sooner is not worth a
+// system call), at most maxPeeks a tick.
 func (s *Server) watch() {
 	t := time.NewTimer(watchPeriod)
 	defer t.Stop()
 	for {
 		<-t.C
+		now := s.ticks.Add(1)
 		s.mu.Lock()
 		s.scratch = s.scratch[:0]
 		for c := range s.conns {
-			if c.watch.Load() {
+			if c.watch.Load() && now-c.since.Load() >= 2 {
 				s.scratch = append(s.scratch, c)
+				if len(s.scratch) == maxPeeks {
+					break
+				}
 			}
 		}
 		s.mu.Unlock()

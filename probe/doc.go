@@ -12,9 +12,11 @@
 // is reported ready within a few milliseconds of the upstream accepting,
 // then backs off to one probe a second while nobody asks, and keeps
 // watching at a relaxed pace once ready. [Watcher.Demand] and
-// [Watcher.WaitReady] bring the fast pace back while a probe request waits
-// for an answer. With a period it probes once per period. It logs a change
-// of state once, never each failed attempt.
+// [Watcher.WaitReady] probe at once and then every [HoldInterval] while a
+// probe request waits for an answer, a pace whose cost stays small when
+// the upstream is down for good and the kubelet keeps asking. With a
+// period it probes once per period. It logs a change of state once, never
+// each failed attempt.
 //
 // It deliberately does not answer HTTP: the drain package turns readiness
 // into probe responses. A Watcher is safe for concurrent use; its Run

@@ -214,9 +214,11 @@ type Watcher struct {
 	// Prober checks the upstream. Required.
 	Prober Prober
 	// Period between probes. 0 means aggressive: while not ready, every
-	// FastInterval for StartWindow (and for DemandWindow after Demand),
-	// else backing off up to MaxBackoff; once ready, every RelaxedInterval,
-	// and every FastInterval again while failures are being confirmed.
+	// FastInterval for StartWindow after Run starts; on each Demand at once
+	// (at most once per FastInterval) and then every HoldInterval while the
+	// demand holds (see Demand); else backing off up to MaxBackoff. Once
+	// ready, every RelaxedInterval, and every FastInterval again while
+	// failures are being confirmed.
 	Period time.Duration
 	// FailureThreshold is the number of consecutive failures that make a
 	// ready upstream unready. 0 means 3.
@@ -231,12 +233,29 @@ type Watcher struct {
 	mu    sync.Mutex
 	ch    chan struct{} // closed and replaced on each change
 	wake  chan struct{} // size 1: Demand's nudge to Run; made on first use
+	// holdUntil is the latest end of a demand's hold: Run probes every
+	// HoldInterval before it while not ready. Guarded by mu.
+	holdUntil time.Time
 }
 
 // FastInterval is the aggressive pace: ready is seen within this (plus one
-// connect) of the upstream accepting. A refused loopback connect costs a
-// few microseconds, so 500 a second while starting is cheap.
+// connect) of the upstream accepting. A refused loopback connect is not
+// free: 20 to 30 µs and 22 allocations back to back (BenchmarkRefusedProbe),
+// and about 100 µs of CPU when a timer spaces the probes, with the socket,
+// the netpoller and the thread wake-ups, so 500 a second cost some 50 ms of
+// CPU each second. The pace is therefore kept for short windows only:
+// StartWindow after Run starts, and while a failure of a ready upstream is
+// confirmed. It is also the least time between two probes that demands
+// bring forward.
 const FastInterval = 2 * time.Millisecond
+
+// HoldInterval is the pace while a demand holds (see Demand) and the
+// upstream is not ready: Knative's queue-proxy polls a held probe every
+// 50 ms too. Faster would cost CPU for ever when the upstream stays down
+// and the kubelet probes once a second (DemandWindow/HoldInterval probes a
+// second); the wait it adds to a cold start is at most this, and none when
+// probe requests come more often, since each demand probes at once.
+const HoldInterval = 50 * time.Millisecond
 
 // RelaxedInterval is the aggressive mode's pace once ready.
 const RelaxedInterval = time.Second
@@ -246,17 +265,22 @@ const RelaxedInterval = time.Second
 // ready. A starting upstream is usually seen within it at the fast pace.
 const StartWindow = time.Second
 
-// DemandWindow is how long Demand keeps the aggressive mode at
-// FastInterval (it stops earlier once ready, as the ready pace applies).
-const DemandWindow = 2 * time.Second
+// DemandWindow is how long a Demand holds the aggressive mode at
+// HoldInterval: the time a probe request is held waiting for readiness,
+// 800 ms as the drain package's ProbeHold. WaitReady holds for its own max
+// instead, which is what the drain package passes, so the held probe's
+// bound alone decides the window on that path (neither package may import
+// the other). It stops earlier once ready, as the ready pace applies.
+const DemandWindow = 800 * time.Millisecond
 
 // MaxBackoff is the ceiling of the back-off once StartWindow and any
-// DemandWindow have passed without the upstream becoming ready: the wait
-// doubles from FastInterval after each probe up to this. An upstream that
-// is down and that nobody asks about then costs one probe a second instead
-// of 500, and a ready upstream is still seen within a second (plus one
-// probe) without any demand; a probe request (Demand) brings the fast pace
-// back at once.
+// demand's hold have passed without the upstream becoming ready: the wait
+// doubles after each probe, from FastInterval after StartWindow and from
+// HoldInterval after a hold, up to this. An upstream that is down and that
+// nobody asks about then costs one probe a second instead of 500, and a
+// ready upstream is still seen within a second (plus one probe) without
+// any demand; a probe request (Demand) brings a probe at once and the hold
+// pace.
 const MaxBackoff = time.Second
 
 // Ready reports the last state.
@@ -291,13 +315,28 @@ func (w *Watcher) set(ready bool, err error) {
 }
 
 // Demand asks for readiness now: it makes an aggressive-mode watcher that
-// is not ready probe at once (within FastInterval) and every FastInterval
-// for DemandWindow, waking Run from a back-off. It never blocks and does not
+// is not ready probe at once, waking Run from a back-off, and then every
+// HoldInterval for DemandWindow. Each call probes again, so that frequent
+// probe requests see the upstream within one probe of it accepting, but
+// never sooner than FastInterval after the last probe, and not at all when
+// a probe is due within FastInterval anyway. It never blocks and does not
 // allocate; calls while a nudge is pending are merged. A watcher with a
 // Period keeps its pace: the period is the user's choice.
-func (w *Watcher) Demand() {
+func (w *Watcher) Demand() { w.demand(time.Now().Add(DemandWindow)) }
+
+// demand extends the hold to until and nudges Run.
+func (w *Watcher) demand(until time.Time) {
+	w.mu.Lock()
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	if until.After(w.holdUntil) {
+		w.holdUntil = until
+	}
+	wake := w.wake
+	w.mu.Unlock()
 	select {
-	case w.wakeup() <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
@@ -313,9 +352,17 @@ func (w *Watcher) wakeup() chan struct{} {
 	return w.wake
 }
 
-// WaitReady calls Demand and waits until the watcher is ready, max has
-// passed or ctx is done, and returns Ready(). It returns at once when
-// already ready.
+// hold returns the end of the latest demand's hold.
+func (w *Watcher) hold() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holdUntil
+}
+
+// WaitReady demands readiness like Demand, holding the HoldInterval pace
+// for max rather than DemandWindow, and waits until the watcher is ready,
+// max has passed or ctx is done, and returns Ready(). It returns at once
+// when already ready.
 func (w *Watcher) WaitReady(ctx context.Context, max time.Duration) bool {
 	if w.Ready() {
 		return true
@@ -323,7 +370,7 @@ func (w *Watcher) WaitReady(ctx context.Context, max time.Duration) bool {
 	// Changed before Ready: set stores the state before it closes the
 	// channel, so a change between the two is not missed.
 	ch := w.Changed()
-	w.Demand()
+	w.demand(time.Now().Add(max))
 	if w.Ready() {
 		return true
 	}
@@ -358,26 +405,34 @@ func (w *Watcher) Run(ctx context.Context) {
 	defer t.Stop()
 	p := pace{fastUntil: time.Now().Add(StartWindow), backoff: FastInterval}
 	var failed, succeeded int
-	var due time.Time // when t fires next
+	var due time.Time  // when t fires next
+	var last time.Time // when the last probe started
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
-			if w.Period > 0 {
+			if w.Period > 0 || w.ready.Load() {
+				// A period is the user's choice, and a ready upstream
+				// keeps its pace.
 				continue
 			}
 			now := time.Now()
-			p.fast(now.Add(DemandWindow))
-			// A ready upstream keeps its pace; an unready one is probed
-			// now unless the next probe is due within FastInterval anyway.
-			if !w.ready.Load() && due.Sub(now) > FastInterval {
-				t.Reset(0)
-				due = now
+			// Probe now unless the next probe is due within FastInterval
+			// anyway; never sooner than FastInterval after the last one,
+			// which bounds what a flood of probe requests costs.
+			if due.Sub(now) > FastInterval {
+				at := now
+				if soonest := last.Add(FastInterval); soonest.After(now) {
+					at = soonest
+				}
+				t.Reset(at.Sub(now))
+				due = at
 			}
 			continue
 		case <-t.C:
 		}
+		last = time.Now()
 		err := w.Prober.Probe(ctx)
 		if ctx.Err() != nil {
 			return
@@ -400,6 +455,7 @@ func (w *Watcher) Run(ctx context.Context) {
 				ready = false
 			}
 		}
+		p.hold(w.hold())
 		d := w.next(&p, now, ready, failed, succeeded)
 		t.Reset(d)
 		due = now.Add(d)
@@ -407,9 +463,11 @@ func (w *Watcher) Run(ctx context.Context) {
 }
 
 // pace is the aggressive mode's state while not ready: FastInterval until
-// fastUntil, then a back-off that doubles up to MaxBackoff.
+// fastUntil, HoldInterval until holdUntil, then a back-off that doubles up
+// to MaxBackoff.
 type pace struct {
 	fastUntil time.Time
+	holdUntil time.Time
 	backoff   time.Duration // the last wait while backing off
 }
 
@@ -421,6 +479,16 @@ func (p *pace) fast(until time.Time) {
 	p.backoff = FastInterval
 }
 
+// hold makes the pace at most HoldInterval until until, the end of the
+// latest demand's hold; the back-off after it starts again from
+// HoldInterval.
+func (p *pace) hold(until time.Time) {
+	if until.After(p.holdUntil) {
+		p.holdUntil = until
+		p.backoff = min(p.backoff, HoldInterval)
+	}
+}
+
 // next is the wait before the next probe.
 func (w *Watcher) next(p *pace, now time.Time, ready bool, failed, succeeded int) time.Duration {
 	switch {
@@ -430,8 +498,11 @@ func (w *Watcher) next(p *pace, now time.Time, ready bool, failed, succeeded int
 		return RelaxedInterval
 	case ready, succeeded > 0, now.Before(p.fastUntil):
 		// Confirming failures (ready) or successes (not yet ready), or
-		// inside a start or demand window.
+		// inside a start window.
 		return FastInterval
+	case now.Before(p.holdUntil):
+		// A demand holds: a probe request is waiting for readiness.
+		return HoldInterval
 	default:
 		p.backoff = min(2*p.backoff, MaxBackoff)
 		return p.backoff

@@ -780,6 +780,9 @@ func TestWatcherBacksOffWhenNobodyAsks(t *testing.T) {
 	})
 }
 
+// TestWatcherDemand: a Demand while down and backed off probes at once,
+// then every HoldInterval for DemandWindow, then backs off again, the wait
+// doubling from HoldInterval up to MaxBackoff.
 func TestWatcherDemand(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -799,23 +802,149 @@ func TestWatcherDemand(t *testing.T) {
 			t.Fatalf("last probe before the demand at %v, want %v (backed off to the ceiling)", got, want)
 		}
 		w.Demand()
-		w.Demand() // merged with the first: one nudge
-		synctest.Wait()
-		calls := s.times()
-		if len(calls) <= len(before) {
-			t.Fatal("no probe after Demand")
+		end := at + probe.DemandWindow + 5*time.Second
+		sleepUntil(start, end)
+
+		var want []time.Duration
+		for d := time.Duration(0); d <= probe.DemandWindow; d += probe.HoldInterval {
+			want = append(want, at+d)
 		}
-		if got, max := calls[len(before)]-at, probe.FastInterval; got < 0 || got > max {
-			t.Errorf("first probe %v after Demand, want within %v", got, max)
+		next := at + probe.DemandWindow
+		for wait := 2 * probe.HoldInterval; next+wait < end; wait = min(2*wait, probe.MaxBackoff) {
+			next += wait
+			want = append(want, next)
+		}
+		if got := s.times()[len(before):]; !equal(got, want) {
+			t.Errorf("probe times from the demand = %v, want %v", got, want)
+		}
+	})
+}
+
+// TestWatcherDemandRepeated: probe requests that keep coming while the
+// upstream is down each get a probe at once, at most one per FastInterval,
+// so the upstream is seen within one such probe of accepting, and every
+// held request is answered at that moment.
+func TestWatcherDemandRepeated(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		every time.Duration // between two probe requests
+		// wantGap is between two probes while the requests come.
+		wantGap time.Duration
+	}{
+		{name: "every 5ms", every: 5 * time.Millisecond, wantGap: 5 * time.Millisecond},
+		{name: "every 1ms, bounded", every: time.Millisecond, wantGap: probe.FastInterval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				// The first request comes half-way between two probes of
+				// the ceiling's back-off (at 10.02 s, 11.02 s ...), and
+				// the upstream starts accepting between two requests.
+				const from = 10*time.Second + 520*time.Millisecond
+				const upAt = from + 103*time.Millisecond + 300*time.Microsecond
+				s := newScript(func(_ int, since time.Duration) error {
+					if since < upAt {
+						return errDown
+					}
+					return nil
+				})
+				w := &probe.Watcher{Prober: s}
+				stop := run(t, w)
+				defer stop()
+				changed := w.Changed()
+				var readyAt time.Duration
+				sawReady := make(chan struct{})
+				go func() {
+					<-changed
+					readyAt = time.Since(start)
+					close(sawReady)
+				}()
+
+				sleepUntil(start, from)
+				type answer struct {
+					calledAt, at time.Duration
+					ready        bool
+				}
+				n := int((upAt - from + 20*time.Millisecond) / tt.every)
+				answers := make(chan answer, n)
+				for range n {
+					go func() {
+						called := time.Since(start)
+						ready := w.WaitReady(t.Context(), probe.DemandWindow)
+						answers <- answer{calledAt: called, at: time.Since(start), ready: ready}
+					}()
+					time.Sleep(tt.every)
+				}
+				synctest.Wait()
+				<-sawReady
+
+				var want []time.Duration
+				for at := from; ; at += tt.wantGap {
+					want = append(want, at)
+					if at >= upAt {
+						break
+					}
+				}
+				if got, want := readyAt, want[len(want)-1]; got != want {
+					t.Errorf("ready at %v, want %v (the first probe after the upstream accepts at %v)", got, want, upAt)
+				}
+				// Once ready, the requests leave the relaxed pace alone.
+				if got := s.times(); !equal(got[len(got)-len(want):], want) || countIn(got, upAt, time.Since(start)+time.Nanosecond) != 1 {
+					t.Errorf("probe times from the first request = %v, want %v and none after", got[len(got)-min(len(got), len(want)+1):], want)
+				}
+				for range n {
+					a := <-answers
+					if !a.ready {
+						t.Errorf("request at %v: WaitReady = false, want true", a.calledAt)
+					}
+					if got, want := a.at, max(a.calledAt, readyAt); got != want {
+						t.Errorf("request at %v answered at %v, want %v", a.calledAt, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestWatcherDemandCost: one probe request a second (the kubelet's
+// period) while the upstream is down for good costs at most
+// DemandWindow/HoldInterval+2 probes a second: the immediate probe, the
+// hold pace, and a first back-off step. This is the CPU bound in probes.
+func TestWatcherDemandCost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(seq(errDown))
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		defer stop()
+
+		const from, seconds = 10*time.Second + 300*time.Millisecond, 30
+		sleepUntil(start, from)
+		answers := make(chan bool, seconds)
+		for range seconds {
+			go func() { answers <- w.WaitReady(t.Context(), probe.DemandWindow) }()
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		for range seconds {
+			if <-answers {
+				t.Error("WaitReady = true, never succeeded")
+			}
 		}
 
-		sleepUntil(start, at+probe.DemandWindow+5*time.Second)
-		calls = s.times()
-		if got, min := countIn(calls, at, at+probe.DemandWindow), int(probe.DemandWindow/probe.FastInterval); got < min {
-			t.Errorf("%d probes in the demand window, want at least %d (every %v)", got, min, probe.FastInterval)
+		perSecond := int(probe.DemandWindow / probe.HoldInterval)
+		got := countIn(s.times(), from, from+seconds*time.Second)
+		if max := seconds * (perSecond + 2); got > max {
+			t.Errorf("%d probes in %ds with a request each second, want at most %d", got, seconds, max)
 		}
-		if got, max := countIn(calls, at+probe.DemandWindow+2*time.Second, at+probe.DemandWindow+5*time.Second), 4; got > max {
-			t.Errorf("%d probes in 3s well after the demand window, want at most %d (backed off again)", got, max)
+		// At least the hold pace: a held request sees the upstream within
+		// HoldInterval of it accepting.
+		if min := seconds * perSecond; got < min {
+			t.Errorf("%d probes in %ds with a request each second, want at least %d", got, seconds, min)
 		}
 	})
 }
@@ -854,6 +983,8 @@ func TestWatcherWaitReady(t *testing.T) {
 		wantWithin time.Duration
 	}{
 		{name: "ready in time", upAfter: 300 * time.Millisecond, want: true, wantAt: 300 * time.Millisecond, wantWithin: probe.FastInterval},
+		// Held probes come HoldInterval apart: at 300 ms, then 350 ms.
+		{name: "ready between hold probes", upAfter: 310 * time.Millisecond, want: true, wantAt: 350 * time.Millisecond},
 		{name: "ready at once", upAfter: 0, want: true, wantAt: 0, wantWithin: probe.FastInterval},
 		{name: "never", upAfter: -1, want: false, wantAt: max},
 		{name: "too late", upAfter: max + time.Second, want: false, wantAt: max},
@@ -961,4 +1092,22 @@ func TestWatcherFailureThenBackOff(t *testing.T) {
 			t.Errorf("%d probes in 5s once backed off, want at most %d", got, max)
 		}
 	})
+}
+
+// BenchmarkRefusedProbe measures a TCP probe of a closed loopback port:
+// what each probe costs while the upstream is down.
+func BenchmarkRefusedProbe(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := probe.TCP{Addr: addr, Timeout: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Probe(b.Context()); err == nil {
+			b.Fatal("Probe of a closed port = nil, want an error")
+		}
+	}
 }

@@ -75,7 +75,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		return 1
 	}
-	logStart(log, cfg)
+	cpuLimit, procs := sidecarProcs(getenv)
+	logStart(log, cfg, cpuLimit, procs)
 	logKnative(log, cfg)
 	if demo {
 		printDemo(stdout, a.addrs(), echo.Addr())
@@ -173,13 +174,15 @@ func mode(c Config) string {
 	return "standalone"
 }
 
-// logStart writes the first line: version, commit and the effective
+// logStart writes the first line: version, commit, the CPU limit read from
+// the cgroup (0: none) and GOMAXPROCS (procs.go), and the effective
 // configuration. Nothing in Config is secret today (certificates are
 // file names, not contents).
-func logStart(log *slog.Logger, c Config) {
+func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 	v, commit := buildInfo()
 	log.LogAttrs(context.Background(), slog.LevelInfo, "queue starting",
 		slog.String("version", v), slog.String("commit", commit), slog.String("go", runtime.Version()),
+		slog.Float64("cpu_limit", cpuLimit), slog.Int("gomaxprocs", procs),
 		slog.Group("config",
 			slog.String("mode", mode(c)),
 			slog.String("upstream", c.Upstream),
