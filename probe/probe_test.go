@@ -983,8 +983,8 @@ func TestWatcherWaitReady(t *testing.T) {
 		wantWithin time.Duration
 	}{
 		{name: "ready in time", upAfter: 300 * time.Millisecond, want: true, wantAt: 300 * time.Millisecond, wantWithin: probe.FastInterval},
-		// Held probes come HoldInterval apart: at 300 ms, then 350 ms.
-		{name: "ready between hold probes", upAfter: 310 * time.Millisecond, want: true, wantAt: 350 * time.Millisecond},
+		// Held probes come HoldInterval apart: at 300 ms, then 400 ms.
+		{name: "ready between hold probes", upAfter: 310 * time.Millisecond, want: true, wantAt: 300*time.Millisecond + probe.HoldInterval},
 		{name: "ready at once", upAfter: 0, want: true, wantAt: 0, wantWithin: probe.FastInterval},
 		{name: "never", upAfter: -1, want: false, wantAt: max},
 		{name: "too late", upAfter: max + time.Second, want: false, wantAt: max},
@@ -1043,9 +1043,10 @@ func TestWatcherWaitReadyWhenReady(t *testing.T) {
 		if got := time.Since(start); got != 1500*time.Millisecond {
 			t.Errorf("WaitReady took %v, want no wait", got-1500*time.Millisecond)
 		}
-		// Demand while ready keeps the relaxed pace.
-		sleepUntil(start, 3500*time.Millisecond)
-		want := []time.Duration{0, probe.RelaxedInterval, 2 * probe.RelaxedInterval, 3 * probe.RelaxedInterval}
+		// A request while ready, half a RelaxedInterval after the last
+		// probe, probes with it; the timer then waits two intervals.
+		sleepUntil(start, 3500*time.Millisecond+time.Millisecond)
+		want := []time.Duration{0, probe.RelaxedInterval, 1500 * time.Millisecond, 1500*time.Millisecond + 2*probe.RelaxedInterval}
 		if got := s.times(); !equal(got, want) {
 			t.Errorf("probe times = %v, want %v", got, want)
 		}
@@ -1110,4 +1111,45 @@ func BenchmarkRefusedProbe(b *testing.B) {
 			b.Fatal("Probe of a closed port = nil, want an error")
 		}
 	}
+}
+
+// TestWatcherReadyFollowsRequests: once ready, probe requests each second
+// (the kubelet's, its period a little over a second) take the probing over:
+// from the second request on, one probe at each request and none from the
+// timer in between; when they stop, the timer probes 2 RelaxedIntervals
+// after the last, then every RelaxedInterval.
+func TestWatcherReadyFollowsRequests(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		s := newScript(func(int, time.Duration) error { return nil })
+		w := &probe.Watcher{Prober: s}
+		stop := run(t, w)
+		defer stop()
+		const from = 5*time.Second + 300*time.Millisecond
+		const period = time.Second + 10*time.Millisecond
+		var reqs []time.Duration
+		for i := range 10 {
+			at := from + time.Duration(i)*period
+			sleepUntil(start, at)
+			if !w.WaitReady(t.Context(), time.Second) {
+				t.Fatalf("request at %v: WaitReady = false", at)
+			}
+			synctest.Wait()
+			reqs = append(reqs, at)
+		}
+		last := reqs[len(reqs)-1]
+		end := last + 4*probe.RelaxedInterval + probe.RelaxedInterval/2
+		sleepUntil(start, end)
+		var got []time.Duration
+		for _, at := range s.times() {
+			if at >= from {
+				got = append(got, at)
+			}
+		}
+		want := append(reqs[1:], last+2*probe.RelaxedInterval, last+3*probe.RelaxedInterval, last+4*probe.RelaxedInterval)
+		if !equal(got, want) {
+			t.Errorf("probes from the first request = %v, want %v", got, want)
+		}
+	})
 }

@@ -45,8 +45,11 @@ type h1Transport struct {
 
 func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idleTimeout time.Duration) *h1Transport {
 	t := &h1Transport{
-		addr:        addr,
-		dialer:      net.Dialer{Timeout: dial},
+		addr: addr,
+		// No TCP keep-alive probes on the upstream's loopback connections:
+		// the pool retires idle ones itself, and each dial saves four
+		// system calls.
+		dialer:      net.Dialer{Timeout: dial, KeepAlive: -1},
 		maxIdle:     orDefault(maxIdle, 1024),
 		maxHeader:   orDefault(maxHeader, maxHeaderBytes),
 		idleTimeout: max(idleTimeout, 0),
