@@ -40,8 +40,10 @@ func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
 		case e != 0:
 			return 0, false, e
 		case r == 0:
+			raceAcquire(fd)
 			return 0, false, io.EOF
 		}
+		raceAcquire(fd)
 		return int(r), false, nil
 	}
 }
@@ -114,6 +116,7 @@ func (v *VecWriter) write(fd uintptr) bool {
 			v.bufs = nil
 			return true
 		}
+		raceRelease(fd)
 		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(k))
 		switch {
 		case e == syscall.EINTR:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/queue-dev/queue/chain"
 	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/probe"
@@ -48,7 +49,7 @@ type app struct {
 	stats   *stats.Recorder
 	tracer  *tracing.Tracer // nil: tracing off, and not on the request path
 
-	statsSrv, metricsSrv *http.Server
+	statsSrv, metricsSrv *h1.Server
 	statsLn, metricsLn   net.Listener
 	promLabels           string
 	depth                func() int // requests waiting for a slot; nil without --concurrency
@@ -157,10 +158,14 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 	smux := http.NewServeMux()
 	smux.HandleFunc("GET /metrics", a.statsHandler)
-	a.statsSrv = &http.Server{Handler: smux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	// The scrape ports run on queue's HTTP/1.1 engine, not net/http: a
+	// scrape each second then makes no system call through the syscall
+	// package, which would wake the runtime's monitor thread at rest
+	// (h1/rawio.go).
+	a.statsSrv = &h1.Server{Handler: smux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
 	mmux := http.NewServeMux()
 	mmux.HandleFunc("GET /metrics", a.metricsHandler)
-	a.metricsSrv = &http.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	a.metricsSrv = &h1.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
 
 	var lns []net.Listener
 	listen := func(addr string) (net.Listener, error) {
