@@ -14,11 +14,40 @@
 #
 # NGINX_CMD and HAPROXY_CMD start the peer in the foreground. They run under
 # `bash -c` with BENCH_TMP (the DIR above) exported, from that folder.
+#
+# tree PID lists a process and its descendants; stop_tree PID ends them
+# (TERM, then KILL after 5 s) and reaps PID, a child of the caller's shell.
 
 # shellcheck disable=SC2016 # expanded by the bash -c that runs the command
 NGINX_CMD='exec /usr/sbin/nginx -e "$BENCH_TMP/error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx.conf"'
 # shellcheck disable=SC2016
 HAPROXY_CMD='exec /usr/sbin/haproxy -db -f "$BENCH_TMP/haproxy.cfg"'
+
+tree() { # PID: it and its descendants, one a line
+  local c
+  [[ -n "${1:-}" && -d /proc/$1 ]] || return 0
+  echo "$1"
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done
+}
+
+stop_tree() { # PID: TERM its tree, KILL what is left after 5 s, reap it
+  local pids p i alive
+  [[ -n "${1:-}" ]] || return 0
+  pids=$(tree "$1")
+  if [[ -n "$pids" ]]; then
+    kill -TERM $pids 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      alive=0
+      for p in $pids; do
+        [[ -d /proc/$p && $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]] && alive=1
+      done
+      ((alive)) || break
+      sleep 0.1
+    done
+    kill -KILL $pids 2>/dev/null || true
+  fi
+  wait "$1" 2>/dev/null || true
+}
 
 nginx_conf() { # dir: one worker, a keep-alive upstream pool, no logs, all in dir
   local user=""

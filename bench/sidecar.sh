@@ -127,30 +127,10 @@ CGROUPS=() # names of the cgroups we made and have not removed
 CGROUP_PREFIX=queue-sidecar-$$
 
 # --- processes ---------------------------------------------------------------
-tree() { # PID: it and its descendants, one a line
-  local c
-  [[ -n "${1:-}" && -d /proc/$1 ]] || return 0
-  echo "$1"
-  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done
-}
-
-stop() { # PID: TERM its tree, KILL what is left after 5 s, reap it
-  local pids p i alive keep=()
+stop() { # PID: stop_tree (peers.sh), then drop it from STARTED
+  local p keep=()
   [[ -n "${1:-}" ]] || return 0
-  pids=$(tree "$1")
-  if [[ -n "$pids" ]]; then
-    kill -TERM $pids 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      alive=0
-      for p in $pids; do
-        [[ -d /proc/$p && $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]] && alive=1
-      done
-      ((alive)) || break
-      sleep 0.1
-    done
-    kill -KILL $pids 2>/dev/null || true
-  fi
-  wait "$1" 2>/dev/null || true
+  stop_tree "$1"
   for p in "${STARTED[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
   STARTED=("${keep[@]}")
 }
