@@ -138,9 +138,21 @@ func TestLogLines(t *testing.T) {
 	up := h1Upstream(t, http.HandlerFunc(echo))
 	args, _, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "0s")
 	cmd, lines := startProcess(t, args...)
+	// The first line comes before any port serves: wait for it, so that the
+	// signal below cannot reach a process still starting (were another
+	// test's queue on a reused port to answer /ready first).
+	var all []string
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("the process exited without a log line")
+		}
+		all = append(all, l)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no log line within 10 s")
+	}
 	waitHTTP(t, "http://"+admin+"/ready", 200)
 	cmd.Process.Signal(interruptSignal)
-	var all []string
 	for l := range lines {
 		all = append(all, l)
 	}
