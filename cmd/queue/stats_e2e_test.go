@@ -228,7 +228,14 @@ func TestAccessLogAllocs(t *testing.T) {
 	if raceEnabled {
 		budget = 1
 	}
-	if n := testing.AllocsPerRun(100, func() { l.done(req, 200, 1, time.Millisecond) }); n > budget {
+	// AllocsPerRun counts the whole process's allocations, and goroutines
+	// of earlier tests may still be ending: they can only add, so the least
+	// of three runs is the line's own figure.
+	n := math.Inf(1)
+	for range 3 {
+		n = min(n, testing.AllocsPerRun(100, func() { l.done(req, 200, 1, time.Millisecond) }))
+	}
+	if n > budget {
 		t.Errorf("allocs per line = %v, want at most %v once the pool is warm", n, budget)
 	}
 }
