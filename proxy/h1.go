@@ -396,6 +396,10 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 // head is usually in the read buffer whole and is copied out at once; a
 // head larger than the buffer is gathered line by line.
 func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
+	if c.br == nil {
+		c.waitResponse()
+		c.attachReader()
+	}
 	br := c.br
 	if _, err := br.Peek(1); err != nil {
 		if first && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {

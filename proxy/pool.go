@@ -141,6 +141,10 @@ type h1Conn struct {
 	tcp        *net.TCPConn
 	raw        syscall.RawConn
 	readFn     func(uintptr) bool // c.rawRead, bound once
+	firstFn    func(uintptr) bool // c.readFirst, bound once
+	preBuf     *[]byte            // waitResponse's buffer, until Read has served it
+	pre        []byte             // the part of preBuf not yet read
+	preErr     error              // waitResponse's error, for Read
 	rp         []byte
 	rn         int
 	rerr       error
@@ -215,6 +219,17 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // goes to the client in few writes, and a stream still goes out as soon as
 // the upstream pauses.
 func (c *h1Conn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		if c.pre = c.pre[n:]; len(c.pre) == 0 {
+			c.releasePre()
+		}
+		return n, nil
+	}
+	if err := c.preErr; err != nil {
+		c.preErr = nil
+		return 0, err
+	}
 	if c.raw == nil {
 		if c.flushFirst != nil {
 			c.flushFirst.Flush()
@@ -274,11 +289,62 @@ func (c *h1Conn) send(head, body []byte) error {
 	return nil
 }
 
+// attach takes the write buffer for an exchange. The read buffer comes
+// later (readBlock): a request spends most of its life waiting for the
+// upstream's answer, and holds no read buffer meanwhile.
 func (c *h1Conn) attach() {
-	c.br = readerPool.Get().(*bufio.Reader)
-	c.br.Reset(c)
 	c.bw = writerPool.Get().(*bufio.Writer)
 	c.bw.Reset(c)
+}
+
+// attachReader takes the read buffer.
+func (c *h1Conn) attachReader() {
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c)
+}
+
+// waitResponse waits for the first bytes of a response and reads them
+// into a buffer taken only once the socket has some (c.pre, which Read
+// serves first), as the serving engine does for a request: the wait holds
+// no buffer. An error is kept for Read to return (c.preErr), so that the
+// head's reader sees it where it would have seen it from the socket.
+func (c *h1Conn) waitResponse() {
+	if c.raw == nil {
+		return
+	}
+	c.rn, c.rerr = 0, nil
+	if err := c.raw.Read(c.firstFn); err != nil {
+		c.rerr = err // a deadline, or the connection closed
+	}
+	switch {
+	case c.rerr != nil:
+		c.preErr = c.rerr
+		c.releasePre()
+	case c.rn > 0:
+		c.pre = (*c.preBuf)[:c.rn]
+	}
+}
+
+// readFirst is waitResponse's raw read callback.
+func (c *h1Conn) readFirst(fd uintptr) bool {
+	if c.preBuf == nil {
+		c.preBuf = h1.GetBuffer(readBufSize)
+	}
+	n, again, err := h1.ReadFD(fd, *c.preBuf)
+	if again {
+		c.releasePre()
+		return false
+	}
+	c.rn, c.rerr = n, err
+	return true
+}
+
+func (c *h1Conn) releasePre() {
+	if c.preBuf != nil {
+		h1.PutBuffer(c.preBuf)
+		c.preBuf = nil
+	}
+	c.pre = nil
 }
 
 func (c *h1Conn) detach() {
@@ -292,6 +358,8 @@ func (c *h1Conn) detach() {
 		readerPool.Put(c.br)
 		c.br = nil
 	}
+	c.releasePre()
+	c.preErr = nil
 	c.releaseWriter()
 }
 
@@ -368,6 +436,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		c.tcp = tc
 		c.raw, _ = tc.SyscallConn()
 		c.readFn = c.rawRead
+		c.firstFn = c.readFirst
 		c.vw.Reset(c.raw)
 	}
 	t.liveMu.Lock()
@@ -379,7 +448,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 
 // put returns a connection whose exchange completed cleanly to the pool.
 func (t *h1Transport) put(c *h1Conn) {
-	if c.br.Buffered() > 0 || c.broken.Load() {
+	if c.br != nil && c.br.Buffered() > 0 || len(c.pre) > 0 || c.broken.Load() {
 		c.close() // bytes after the response: the framing cannot be trusted
 		return
 	}
