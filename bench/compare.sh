@@ -278,16 +278,6 @@ rss() { # PID: resident kB of its tree
   echo "$r"
 }
 
-http_status() { # host:port path: the status code of one GET, or nothing
-  (
-    exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit 1
-    printf 'GET %s HTTP/1.1\r\nHost: x\r\n\r\n' "$2" >&3
-    read -r -t 2 _ code _ <&3 && echo "$code"
-  ) 2>/dev/null || true
-}
-
-port_open() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
-
 ready() { # addr pid: wait (<= 15 s) until GET /1k through addr answers 200
   local i
   for ((i = 0; i < 150; i++)); do

@@ -17,6 +17,8 @@
 #
 # tree PID lists a process and its descendants; stop_tree PID ends them
 # (TERM, then KILL after 5 s) and reaps PID, a child of the caller's shell.
+# http_status ADDR PATH is the status of one GET (or nothing); port_open ADDR
+# reports whether something accepts on ADDR.
 
 # shellcheck disable=SC2016 # expanded by the bash -c that runs the command
 NGINX_CMD='exec /usr/sbin/nginx -e "$BENCH_TMP/error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx.conf"'
@@ -29,6 +31,16 @@ tree() { # PID: it and its descendants, one a line
   echo "$1"
   for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done
 }
+
+http_status() { # host:port path: the status code of one GET, or nothing
+  (
+    exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit 1
+    printf 'GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$2" >&3
+    read -r -t 2 _ code _ <&3 && echo "$code"
+  ) 2>/dev/null || true
+}
+
+port_open() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
 stop_tree() { # PID: TERM its tree, KILL what is left after 5 s, reap it
   local pids p i alive

@@ -158,16 +158,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-http_status() { # host:port path: the status code of one GET, or nothing
-  (
-    exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || exit 1
-    printf 'GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$2" >&3
-    read -r -t 2 _ code _ <&3 && echo "$code"
-  ) 2>/dev/null || true
-}
-
-port_open() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
-
 wait_for() { # pid what cmd...: wait (<= 15 s) until cmd succeeds while pid lives
   local pid=$1 what=$2 i
   shift 2
