@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/queue-dev/queue/internal/gostack"
 )
 
 // Connection states, for Shutdown: only an idle connection may be closed
@@ -106,6 +108,7 @@ func (c *conn) releaseRead() {
 // serve runs the connection until it closes, is hijacked or is handed
 // over.
 func (c *conn) serve() {
+	gostack.Grow()
 	defer c.s.remove(c)
 	if c.tlsConfig != nil {
 		if ok := c.handshake(); !ok || c.state.Load() == stateGone {

@@ -17,6 +17,7 @@ import (
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/ingress"
+	"github.com/queue-dev/queue/internal/gostack"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
@@ -219,8 +220,11 @@ func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 5)
+	// Each server's accept loop, and the watcher, lives as long as the
+	// process: their stacks grow before the start-up pages go.
 	run := func(name string, f func() error) {
 		go func() {
+			gostack.Grow()
 			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s server: %w", name, err)
 			}
@@ -233,7 +237,11 @@ func (a *app) serve(ctx context.Context) error {
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
 	run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
-	go a.watcher.Run(ctx)
+	go func() {
+		gostack.Grow()
+		a.watcher.Run(ctx)
+	}()
+	go a.releaseWhenReady(ctx)
 	// Canceling ctx drains at once, even in the middle of a quiet period.
 	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 
@@ -246,6 +254,28 @@ func (a *app) serve(ctx context.Context) error {
 	// has come for the quiet period (none at all after SIGINT).
 	a.drainer.WaitQuiet(context.Background())
 	return a.drain()
+}
+
+// releaseWhenReady releases the start-up pages (resident_linux.go) once the
+// upstream is first seen ready: by then what runs once has run, and what
+// serving needs is about to run again.
+func (a *app) releaseWhenReady(ctx context.Context) {
+	for {
+		ch := a.watcher.Changed()
+		if a.watcher.Ready() {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if n, err := releaseStartupPages(); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelDebug, "start-up pages kept", slog.Any("err", err))
+	} else {
+		a.log.LogAttrs(ctx, slog.LevelDebug, "start-up pages released", slog.Int64("bytes", n))
+	}
 }
 
 // drain closes the listeners, lets in-flight requests and tunnels finish
