@@ -45,6 +45,8 @@ type conn struct {
 	r, w int
 	rdl  time.Time // the read deadline in force
 
+	headDeadline bool // the header timeout bounds the head being read
+
 	head *[]byte // the current request's head; its strings point here
 	q    request
 	req  *http.Request
@@ -59,6 +61,9 @@ type conn struct {
 	since atomic.Uint32 // Server.ticks when the request began
 
 	rawRead    func(fd uintptr) bool // c.readRaw, bound once
+	stepFn     func(fd uintptr) bool // c.step, bound once
+	sess       session               // the read session in progress (session.go)
+	inSession  atomic.Bool           // a session's read runs: Hijack must refuse
 	directRead func(fd uintptr) bool // c.readDirectRaw, bound once
 	dp         []byte                // readDirect's destination
 	vw         VecWriter             // writes to tcp, when set
@@ -77,6 +82,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.remote = nc.RemoteAddr().String()
 	c.rawRead = c.readRaw
+	c.stepFn = c.step
 	c.directRead = c.readDirectRaw
 	return c
 }
@@ -93,6 +99,18 @@ func (c *countedConn) Close() error {
 		c.s.open.Add(-1)
 	}
 	return c.Conn.Close()
+}
+
+// abort ends the connection at once, under a handler's feet: the socket
+// is shut down, which the client sees as the connection closing and which
+// fails the connection's reads and writes, and the descriptor is closed as
+// soon as no read holds it. A read session holds it while it serves a
+// request (session.go), and net.Conn.Close would wait for that.
+func (c *conn) abort() {
+	if c.raw != nil {
+		c.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	}
+	go c.nc.Close()
 }
 
 func (c *conn) closeConn() {
@@ -124,30 +142,37 @@ func (c *conn) serve() {
 		}
 	}()
 
-	first := true
-	for {
-		n, err := c.readHead(first)
-		if err != nil {
-			switch {
-			case errors.Is(err, errHandoff):
-				c.handoff()
-				return
-			case errors.Is(err, errStop):
-			default:
-				var e *Error
-				if errors.As(err, &e) {
-					c.writeError(e.Status)
-				}
+	if c.tcp != nil {
+		c.serveSessions() // session.go
+	} else {
+		first := true
+		for {
+			n, err := c.readHead(first)
+			if err != nil {
+				c.headError(err)
+				break
 			}
-			break
-		}
-		first = false
-		if !c.serveRequest(n) {
-			break
+			first = false
+			if !c.serveRequest(n) {
+				break
+			}
 		}
 	}
 	if c.state.Load() != stateGone {
 		c.closeConn()
+	}
+}
+
+// headError answers a head that could not be read: a 400, 414 or 431 for
+// one the engine refuses, nothing when the connection ended, and the
+// connection to H2 when it began with the HTTP/2 preface.
+func (c *conn) headError(err error) {
+	var e *Error
+	switch {
+	case errors.Is(err, errHandoff):
+		c.handoff()
+	case errors.As(err, &e):
+		c.writeError(e.Status)
 	}
 }
 
@@ -234,12 +259,7 @@ func (c *conn) readHead(first bool) (int, error) {
 	if c.r == c.w {
 		// Nothing buffered: wait for the next request for as long as the
 		// idle (or, on a new connection, the header) timeout allows.
-		c.state.Store(stateIdle)
-		if first {
-			c.setReadDeadline(deadlineIn(c.s.headerTimeout()))
-		} else {
-			c.setReadDeadline(deadlineIn(c.s.idleTimeout()))
-		}
+		c.idle(first)
 		err := c.fill()
 		if !c.state.CompareAndSwap(stateIdle, stateActive) {
 			return 0, errStop // Shutdown closed it
@@ -250,51 +270,72 @@ func (c *conn) readHead(first bool) (int, error) {
 	} else {
 		c.state.Store(stateActive)
 	}
-	headerDeadline := false
-	max := c.s.Limits.head()
+	c.headDeadline = false
 	for {
-		b := (*c.rbuf)[c.r:c.w]
-		if first && isPrefaceStart(b) {
-			if len(b) >= len(preface) {
-				return 0, errHandoff
-			}
-		} else if n := headEnd(b); n > 0 {
-			if n > max {
-				return 0, errHeadTooLarge
-			}
-			return n, nil
-		} else if !startsRequest(b) {
-			return 0, errRequestLine
-		} else if len(b) > max {
-			return 0, errHeadTooLarge
-		}
-		if !headerDeadline {
-			// Part of a head came: the rest must follow within the
-			// header timeout (slowloris).
-			headerDeadline = true
-			if t := deadlineIn(c.s.headerTimeout()); c.rdl.IsZero() || t.Before(c.rdl) {
-				c.setReadDeadline(t)
-			}
-		}
-		if c.w == len(*c.rbuf) && c.r == 0 {
-			if len(*c.rbuf) >= max {
-				return 0, errHeadTooLarge
-			}
-			c.grow(max)
-		} else if c.tcp != nil && len(*c.rbuf) > classes[0] && c.w-c.r <= classes[0]/2 {
-			// A part of a small head, and the rest is not here: wait for
-			// it in a small buffer. A client that stalls mid-head
-			// (slowloris) pins 512 bytes, not 4 KiB.
-			nb := getBuf(classes[0])
-			c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
-			c.r = 0
-			putBuf(c.rbuf)
-			c.rbuf = nb
+		if n, err := c.headStep(first); n > 0 || err != nil {
+			return n, err
 		}
 		if err := c.fill(); err != nil {
 			return 0, errStop
 		}
 	}
+}
+
+// idle marks the connection idle, waiting for a request, for as long as the
+// idle (or, on a new connection, the header) timeout allows.
+func (c *conn) idle(first bool) {
+	c.state.Store(stateIdle)
+	if first {
+		c.setReadDeadline(deadlineIn(c.s.headerTimeout()))
+	} else {
+		c.setReadDeadline(deadlineIn(c.s.idleTimeout()))
+	}
+}
+
+// headStep looks at the buffered bytes, at least one: it returns the length
+// of a whole head at their start, or an error, or 0 when more must be read,
+// for which it has made room and armed the header deadline.
+func (c *conn) headStep(first bool) (int, error) {
+	max := c.s.Limits.head()
+	b := (*c.rbuf)[c.r:c.w]
+	if first && isPrefaceStart(b) {
+		if len(b) >= len(preface) {
+			return 0, errHandoff
+		}
+	} else if n := headEnd(b); n > 0 {
+		if n > max {
+			return 0, errHeadTooLarge
+		}
+		return n, nil
+	} else if !startsRequest(b) {
+		return 0, errRequestLine
+	} else if len(b) > max {
+		return 0, errHeadTooLarge
+	}
+	if !c.headDeadline {
+		// Part of a head came: the rest must follow within the header
+		// timeout (slowloris).
+		c.headDeadline = true
+		if t := deadlineIn(c.s.headerTimeout()); c.rdl.IsZero() || t.Before(c.rdl) {
+			c.setReadDeadline(t)
+		}
+	}
+	if c.w == len(*c.rbuf) && c.r == 0 {
+		if len(*c.rbuf) >= max {
+			return 0, errHeadTooLarge
+		}
+		c.grow(max)
+	} else if c.tcp != nil && len(*c.rbuf) > classes[0] && c.w-c.r <= classes[0]/2 {
+		// A part of a small head, and the rest is not here: wait for it
+		// in a small buffer. A client that stalls mid-head (slowloris)
+		// pins 512 bytes, not 4 KiB.
+		nb := getBuf(classes[0])
+		c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
+		c.r = 0
+		putBuf(c.rbuf)
+		c.rbuf = nb
+	}
+	return 0, nil
 }
 
 // startsRequest reports whether b, an incomplete head, may be the start of
@@ -358,11 +399,7 @@ func (c *conn) grow(max int) {
 // fill reads once into the buffer's free space, taking a buffer if the
 // connection holds none. It returns io.EOF when the peer closed.
 func (c *conn) fill() error {
-	if c.rbuf != nil && c.r > 0 && (c.r == c.w || c.w == len(*c.rbuf)) {
-		copy(*c.rbuf, (*c.rbuf)[c.r:c.w])
-		c.w -= c.r
-		c.r = 0
-	}
+	c.compact()
 	if c.tcp != nil {
 		// Wait for readability before a buffer is taken: an idle
 		// keep-alive connection holds no buffer at all.
@@ -385,6 +422,16 @@ func (c *conn) fill() error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+// compact moves the unread bytes to the buffer's start when the buffer is
+// used up or has room only there.
+func (c *conn) compact() {
+	if c.rbuf != nil && c.r > 0 && (c.r == c.w || c.w == len(*c.rbuf)) {
+		copy(*c.rbuf, (*c.rbuf)[c.r:c.w])
+		c.w -= c.r
+		c.r = 0
+	}
 }
 
 // readRaw is the callback of a raw read: it takes a buffer only once the
@@ -481,6 +528,13 @@ func (c *conn) init() {
 // the handler and finishes the response. It reports whether the
 // connection may carry another request.
 func (c *conn) serveRequest(n int) bool {
+	return c.begin(n) && c.run()
+}
+
+// begin parses the head of n bytes at the start of the buffer into the
+// request that run serves. A malformed head is answered here, and begin
+// reports false: the connection closes.
+func (c *conn) begin(n int) bool {
 	if c.req == nil {
 		c.init()
 	}
@@ -491,17 +545,13 @@ func (c *conn) serveRequest(n int) bool {
 	if c.r == c.w && c.tcp != nil {
 		c.releaseRead() // nothing pipelined: hold no buffer while the handler runs
 	}
-	defer func() {
-		putBuf(c.head)
-		c.head = nil
-		c.res.release() // after an abort or a hijack, finish did not run
-	}()
-
 	r := c.req
 	clear(r.Header)
 	r.Trailer = nil
 	r.Host = ""
 	if e := c.q.parse(head, c.s.Limits); e != nil {
+		putBuf(c.head)
+		c.head = nil
 		c.writeError(e.Status)
 		return false
 	}
@@ -520,7 +570,19 @@ func (c *conn) serveRequest(n int) bool {
 		c.setReadDeadline(time.Time{})
 	}
 	c.res.reset(r, h)
+	return true
+}
 
+// run serves the request begin parsed: it runs the handler and finishes
+// the response, and reports whether the connection may carry another
+// request.
+func (c *conn) run() bool {
+	defer func() {
+		putBuf(c.head)
+		c.head = nil
+		c.res.release() // after an abort or a hijack, finish did not run
+	}()
+	h := &c.q.head
 	c.since.Store(c.s.ticks.Load())
 	c.watch.Store(h.Framing == NoBody)
 	c.s.begin()

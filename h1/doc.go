@@ -21,6 +21,17 @@
 // process had been idle, one extra wake-up per request at low rates
 // (rawio.go). The proxy's upstream connections use the same two.
 //
+// On plain TCP a connection is also served in read sessions (session.go):
+// the raw read that waits for a request stays open while a request without
+// a body is served and while the next one is awaited, so that the runtime
+// keeps the socket's readiness and the engine reads only when there is
+// something to read, one read per request, as nginx and HAProxy do; a
+// read-then-wait engine tries a second read that finds nothing. A request
+// with a body, an Upgrade or CONNECT ends the session and is served outside
+// it, and such a request's handler alone may hijack the connection.
+// Server.Close shuts a connection's socket down rather than wait for a
+// session to end.
+//
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher goroutine per server, which runs only while
 // requests are in flight and every 100 ms peeks at the connections whose

@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -438,12 +439,21 @@ func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteD
 // response is written.
 func (w *response) EnableFullDuplex() error { return nil }
 
+// errHijackInSession refuses a hijack of a request served in a read session.
+var errHijackInSession = errors.New("h1: hijack of a request without a body, Upgrade or CONNECT")
+
 // Hijack hands the connection to the handler, with what is buffered of it
 // (a client may send right behind an upgrade request).
 func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c := w.c
 	if c.state.Load() == stateGone {
 		return nil, nil, http.ErrHijacked
+	}
+	if c.inSession.Load() {
+		// A request without a body, Upgrade or CONNECT, served inside a
+		// read session (session.go): the socket cannot be read outside
+		// that read until it ends.
+		return nil, nil, errHijackInSession
 	}
 	if w.headSent || w.n > 0 {
 		if err := w.send(nil, false); err != nil {

@@ -202,7 +202,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		c.nc.Close()
+		c.abort()
 	}
 	return nil
 }

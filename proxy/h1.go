@@ -178,8 +178,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			c.bw.Write(head)
 			bw = startBody(w, c, r, deadline)
 		} else {
-			err = c.send(head, body)
-			c.releaseWriter()
+			err = c.exchange(head, body)
 		}
 		var rh respHead
 		if err == nil {
@@ -397,9 +396,12 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 // head larger than the buffer is gathered line by line.
 func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 	if c.br == nil {
-		c.waitResponse()
+		if !c.waited {
+			c.waitResponse()
+		}
 		c.attachReader()
 	}
+	c.waited = false
 	br := c.br
 	if _, err := br.Peek(1); err != nil {
 		if first && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {

@@ -18,11 +18,11 @@ func TestDependencyDirection(t *testing.T) {
 		own      []string
 		external []string // import path prefixes
 	}{
-		"cmd/queue": {own: []string{"chain", "ingress", "h1", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing"}, external: []string{""}},
+		"cmd/queue": {own: []string{"chain", "ingress", "h1", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "internal/gostack"}, external: []string{""}},
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
-		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing"}, external: []string{""}},
+		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "internal/gostack"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
 		// path.
@@ -32,16 +32,17 @@ func TestDependencyDirection(t *testing.T) {
 		"cmd/image": {external: []string{"github.com/google/go-containerregistry/", "github.com/klauspost/compress", "github.com/opencontainers/", "golang.org/x/sync/errgroup"}},
 		// ingress serves the chain to clients: the HTTP/1.1 engine, with
 		// HTTP/2 handed to net/http and x/net.
-		"ingress": {own: []string{"h1", "proxy", "headers"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"ingress": {own: []string{"h1", "proxy", "headers", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
 		// h1 is the HTTP/1.1 wire code and serving engine: standard
-		// library only.
-		"h1":      {},
-		"proxy":   {own: []string{"headers", "h1"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
-		"headers": {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
-		"probe":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"stats":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"limit":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"drain":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		// library only, and the leaf that grows goroutine stacks.
+		"h1":               {own: []string{"internal/gostack"}},
+		"internal/gostack": {},
+		"proxy":            {own: []string{"headers", "h1", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"headers":          {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
+		"probe":            {external: []string{"golang.org/x/net/http/httpguts"}},
+		"stats":            {external: []string{"golang.org/x/net/http/httpguts"}},
+		"limit":            {external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain":            {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
 	out, err := exec.Command("go", "list", "-json=ImportPath,Deps,Standard", "../../...").Output()
 	if err != nil {

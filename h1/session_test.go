@@ -1,0 +1,143 @@
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// blockingServer serves requests whose handler, for target /block, tells
+// entered, waits for release and then makes a round trip to an echo
+// socket, as the proxy's handler does to its upstream: while it waits for
+// the echo the runtime polls the network, and takes in what came on the
+// client's socket meanwhile. Every handler echoes its target.
+func blockingServer(t *testing.T, entered, release chan struct{}) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-release
+			e, err := net.DialTimeout("tcp", ln.Addr().String(), failAfter)
+			if err != nil {
+				t.Errorf("dial echo: %v", err)
+				return
+			}
+			defer e.Close()
+			e.SetDeadline(time.Now().Add(failAfter))
+			var b [1]byte
+			if _, err := e.Write(b[:]); err != nil {
+				t.Errorf("echo: %v", err)
+			} else if _, err := io.ReadFull(e, b[:]); err != nil {
+				t.Errorf("echo: %v", err)
+			}
+		}
+		w.Header().Set("X-Target", r.URL.Path)
+	})})
+}
+
+// TestSessionBytesDuringHandler: bytes that reach the socket while a
+// request without a body is served inside a read session (a pipelined
+// request, the client's half-close) are seen after its response, though
+// the session does not read before it waits (session.go).
+func TestSessionBytesDuringHandler(t *testing.T) {
+	t.Parallel()
+	t.Run("pipelined request", func(t *testing.T) {
+		t.Parallel()
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		addr := blockingServer(t, entered, release)
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(failAfter))
+		br := bufio.NewReader(c)
+		// A request first, so that the next is served in a session that
+		// has drained the socket before.
+		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+		if _, err := readReply(br, http.MethodGet); err != nil {
+			t.Fatalf("first: %v", err)
+		}
+		io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
+		<-entered
+		io.WriteString(c, "GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+		close(release)
+		for _, want := range []string{"/block", "/after"} {
+			x, err := readReply(br, http.MethodGet)
+			if err != nil {
+				t.Fatalf("response for %s: %v", want, err)
+			}
+			if got := x.res.Header.Get("X-Target"); got != want {
+				t.Errorf("response for %q, want %q", got, want)
+			}
+		}
+	})
+	t.Run("half-close", func(t *testing.T) {
+		t.Parallel()
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		addr := blockingServer(t, entered, release)
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(failAfter))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+		if _, err := readReply(br, http.MethodGet); err != nil {
+			t.Fatalf("first: %v", err)
+		}
+		io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
+		<-entered
+		if err := c.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if x, err := readReply(br, http.MethodGet); err != nil || x.res.Header.Get("X-Target") != "/block" {
+			t.Fatalf("response: %+v, %v", x.res, err)
+		}
+		if !closedByPeer(t, c, br) {
+			t.Errorf("connection left open after the client's half-close")
+		}
+	})
+}
+
+// TestSessionHijack: a handler that hijacks a request without a body,
+// Upgrade or CONNECT (one served inside a read session) gets an error, not
+// a connection it could never read, and the response goes out as usual.
+func TestSessionHijack(t *testing.T) {
+	t.Parallel()
+	got := make(chan error, 1)
+	addr := startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _, err := http.NewResponseController(w).Hijack()
+		got <- err
+		io.WriteString(w, "not hijacked")
+	})})
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(failAfter))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	x, err := readReply(bufio.NewReader(c), http.MethodGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, errHijackInSession) {
+		t.Errorf("Hijack = %v, want %v", err, errHijackInSession)
+	}
+	if !strings.Contains(string(x.body), "not hijacked") {
+		t.Errorf("body %q", x.body)
+	}
+}
