@@ -462,6 +462,12 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	c.state.Store(stateGone)
 	c.watch.Store(false)
+	if tc, ok := c.closer.Conn.(*net.TCPConn); ok {
+		// A tunnel may carry nothing for hours: TCP keep-alive (net's
+		// defaults) finds a client that vanished, which the accepting
+		// listener leaves to the idle timeout for requests.
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true})
+	}
 	var rd io.Reader = c.nc
 	var left []byte
 	if c.rbuf != nil && c.r < c.w {

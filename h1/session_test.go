@@ -2,11 +2,13 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -139,5 +141,64 @@ func TestSessionHijack(t *testing.T) {
 	}
 	if !strings.Contains(string(x.body), "not hijacked") {
 		t.Errorf("body %q", x.body)
+	}
+}
+
+// TestHijackKeepAlive: a connection from a listener without TCP
+// keep-alive (queue's) gets it once hijacked, when it may carry nothing
+// for hours; before that, it has none.
+func TestHijackKeepAlive(t *testing.T) {
+	t.Parallel()
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepAlive := func(nc net.Conn) int {
+		tc := nc.(*countedConn).Conn.(*net.TCPConn)
+		raw, err := tc.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := -1
+		raw.Control(func(fd uintptr) {
+			v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	type result struct{ before, after int }
+	got := make(chan result, 1)
+	var s *Server
+	s = &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c *conn
+		s.mu.Lock()
+		for x := range s.conns {
+			c = x
+		}
+		s.mu.Unlock()
+		before := keepAlive(c.closer)
+		nc, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			got <- result{}
+			return
+		}
+		defer nc.Close()
+		got <- result{before, keepAlive(nc)}
+	})}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+	})
+	c := dial(t, ln.Addr().String())
+	c.SetDeadline(time.Now().Add(failAfter))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+	if r := <-got; r.before != 0 || r.after != 1 {
+		t.Errorf("SO_KEEPALIVE before the hijack %d, after %d; want 0, 1", r.before, r.after)
 	}
 }

@@ -169,8 +169,15 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a.metricsSrv = &h1.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
 
 	var lns []net.Listener
+	// Accepted connections get no TCP keep-alive, as in nginx and HAProxy
+	// by default: the idle and header timeouts end a connection that
+	// carries no request, and the four setsockopt calls per connection
+	// that net's default costs are a fifth of what a kubelet probe's
+	// connection costs the process. A hijacked connection (a websocket),
+	// which may carry nothing for hours, gets it then (h1's Hijack).
+	lc := net.ListenConfig{KeepAlive: -1}
 	listen := func(addr string) (net.Listener, error) {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := lc.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			for _, l := range lns {
 				l.Close()
