@@ -126,7 +126,6 @@ func (c *conn) releaseRead() {
 // serve runs the connection until it closes, is hijacked or is handed
 // over.
 func (c *conn) serve() {
-	gostack.Grow()
 	defer c.s.remove(c)
 	if c.tlsConfig != nil {
 		if ok := c.handshake(); !ok || c.state.Load() == stateGone {
@@ -509,6 +508,11 @@ func (c *conn) readDirectRaw(fd uintptr) bool {
 // request: a connection that never sends a whole head (a port scan, a
 // stalled client) costs no more than its buffer and goroutine.
 func (c *conn) init() {
+	// Serving a request takes the stack to 8 KiB: grow it in one copy
+	// now, with few frames on it, not in two deep in the request. Not at
+	// accept: a connection that never sends a whole head keeps the small
+	// stack it started with (5000 stalled connections, 38 MiB, not 57).
+	gostack.Grow()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
 		// Parsed once for the connection's life: see Peer.
