@@ -65,21 +65,25 @@ func blockingServer(t *testing.T, entered, release chan struct{}) string {
 // the session does not read before it waits (session.go).
 func TestSessionBytesDuringHandler(t *testing.T) {
 	t.Parallel()
-	t.Run("pipelined request", func(t *testing.T) {
-		t.Parallel()
+	// blocked answers a first request, so that the next is served in a
+	// session that has drained the socket before, then sends /block and
+	// returns once its handler runs; closing release lets it finish.
+	blocked := func(t *testing.T) (c *net.TCPConn, br *bufio.Reader, release chan struct{}) {
 		entered, release := make(chan struct{}, 1), make(chan struct{})
-		addr := blockingServer(t, entered, release)
-		c := dial(t, addr)
+		c = dial(t, blockingServer(t, entered, release))
 		c.SetDeadline(time.Now().Add(failAfter))
-		br := bufio.NewReader(c)
-		// A request first, so that the next is served in a session that
-		// has drained the socket before.
+		br = bufio.NewReader(c)
 		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
 		if _, err := readReply(br, http.MethodGet); err != nil {
 			t.Fatalf("first: %v", err)
 		}
 		io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
 		<-entered
+		return c, br, release
+	}
+	t.Run("pipelined request", func(t *testing.T) {
+		t.Parallel()
+		c, br, release := blocked(t)
 		io.WriteString(c, "GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
 		close(release)
 		for _, want := range []string{"/block", "/after"} {
@@ -94,17 +98,7 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 	})
 	t.Run("half-close", func(t *testing.T) {
 		t.Parallel()
-		entered, release := make(chan struct{}, 1), make(chan struct{})
-		addr := blockingServer(t, entered, release)
-		c := dial(t, addr)
-		c.SetDeadline(time.Now().Add(failAfter))
-		br := bufio.NewReader(c)
-		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
-		if _, err := readReply(br, http.MethodGet); err != nil {
-			t.Fatalf("first: %v", err)
-		}
-		io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
-		<-entered
+		c, br, release := blocked(t)
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
