@@ -433,8 +433,10 @@ func (c *conn) compact() {
 	}
 }
 
-// readRaw is the callback of a raw read: it takes a buffer only once the
-// socket has bytes, and gives it back if it had none after all.
+// readRaw reads once into the buffer's free space, from within a raw
+// read's callback (fill's, or a session's step): it takes a buffer only once
+// the socket has bytes, gives it back if it had none after all, and leaves
+// the result in rn and rerr.
 func (c *conn) readRaw(fd uintptr) bool {
 	if c.rbuf == nil {
 		c.rbuf = getBuf(bufSize)

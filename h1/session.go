@@ -83,26 +83,18 @@ func (c *conn) step(fd uintptr) bool {
 	for {
 		if s.needRead {
 			c.compact()
-			if c.rbuf == nil {
-				c.rbuf = getBuf(bufSize)
-			}
-			space := (*c.rbuf)[c.w:]
-			n, again, err := ReadFD(fd, space)
-			if again {
-				if c.r == c.w {
-					c.releaseRead() // an idle connection holds no buffer
-				}
+			if !c.readRaw(fd) { // nothing there; an idle connection holds no buffer
 				s.drained = true
 				return false
 			}
 			if c.state.Load() == stateIdle && !c.state.CompareAndSwap(stateIdle, stateActive) {
 				return true // Shutdown closed it
 			}
-			if err != nil || n == 0 {
+			if c.rerr != nil || c.rn == 0 {
 				return true // the client closed or reset the connection
 			}
-			c.w += n
-			s.needRead, s.drained = false, n < len(space)
+			s.needRead, s.drained = false, c.rn < len(*c.rbuf)-c.w
+			c.w += c.rn
 		}
 		n, err := c.headStep(s.first)
 		if err != nil {
