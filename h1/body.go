@@ -87,6 +87,23 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Held returns the rest of a Content-Length body when the read buffer
+// holds all of it, and marks it read; otherwise, or when a 100 Continue is
+// still owed, nil. The bytes are the read buffer's own, valid until the
+// handler returns: a handler that needs the whole body in hand (the
+// proxy, which may send it twice) takes it without a copy.
+func (b *body) Held() []byte {
+	c := b.c
+	if b.done || b.err != nil || b.expect || b.framing != Length || int64(c.w-c.r) < b.left {
+		return nil
+	}
+	p := (*c.rbuf)[c.r : c.r+int(b.left)]
+	c.r += int(b.left)
+	b.left = 0
+	b.finish()
+	return p
+}
+
 func (b *body) finish() {
 	b.done = true
 	b.c.watch.Store(true)

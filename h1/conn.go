@@ -324,17 +324,33 @@ func (c *conn) headStep(first bool) (int, error) {
 			return 0, errHeadTooLarge
 		}
 		c.grow(max)
-	} else if c.tcp != nil && len(*c.rbuf) > classes[0] && c.w-c.r <= classes[0]/2 {
-		// A part of a small head, and the rest is not here: wait for it
-		// in a small buffer. A client that stalls mid-head (slowloris)
-		// pins 512 bytes, not 4 KiB.
-		nb := getBuf(classes[0])
-		c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
-		c.r = 0
-		putBuf(c.rbuf)
-		c.rbuf = nb
+	} else if c.tcp != nil {
+		c.shrink()
 	}
 	return 0, nil
+}
+
+// shrink moves a part of a head whose rest has not come into the smallest
+// buffer with room for more: a client that stalls mid-head (slowloris)
+// pins that, 512 bytes for a typical half head, not the read buffer
+// (readSize). A head that goes on coming grows it again (grow).
+func (c *conn) shrink() {
+	m := c.w - c.r
+	size := 0
+	for _, cl := range classes {
+		if m < cl {
+			size = cl
+			break
+		}
+	}
+	if size == 0 || len(*c.rbuf) <= size {
+		return
+	}
+	nb := getBuf(size)
+	c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
+	c.r = 0
+	putBuf(c.rbuf)
+	c.rbuf = nb
 }
 
 // startsRequest reports whether b, an incomplete head, may be the start of
@@ -439,7 +455,7 @@ func (c *conn) compact() {
 // the result in rn and rerr.
 func (c *conn) readRaw(fd uintptr) bool {
 	if c.rbuf == nil {
-		c.rbuf = getBuf(bufSize)
+		c.rbuf = getBuf(readSize)
 	}
 	n, again, err := ReadFD(fd, (*c.rbuf)[c.w:])
 	if again {

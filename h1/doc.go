@@ -41,11 +41,16 @@
 //
 // # Buffers and who owns them
 //
-//   - The read buffer (4 KiB, pooled) is taken when bytes arrive and given
-//     back whenever it holds nothing unread: an idle keep-alive connection
-//     holds no buffer at all, since a plain TCP connection waits for
-//     readability before it takes one (syscall.RawConn). A head larger than
-//     the buffer grows it up to Limits.MaxHeadBytes.
+//   - The read buffer (pooled: 64 KiB on plain TCP, of which a read
+//     touches only what it fills, 4 KiB under TLS) is taken when bytes
+//     arrive and given back whenever it holds nothing unread: an idle
+//     keep-alive connection holds no buffer at all, since a plain TCP
+//     connection waits for readability before it takes one
+//     (syscall.RawConn). A part of a head that waits for the rest moves to
+//     a buffer sized to it; a head larger than the buffer grows it up to
+//     Limits.MaxHeadBytes. A body that came whole with its head can be
+//     lent to the handler where it lies (body.Held): the read buffer is
+//     then kept until the handler returns.
 //   - A request's head is copied out of the read buffer into a buffer of its
 //     size, which the request owns until the handler returns. The
 //     request's strings (method, target, header keys and values) point into

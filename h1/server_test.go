@@ -1091,11 +1091,13 @@ func TestMaxConns(t *testing.T) {
 	}
 }
 
-// TestHeadInPieces: a head that comes in several writes, and one larger
+// TestHeadInPieces: a head that comes in several writes, one that stalls
+// (and moves to a smaller buffer, shrink) before it goes on, and one larger
 // than the read buffer, are read whole.
 func TestHeadInPieces(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("a", 10<<10)
+	huge := strings.Repeat("b", readSize+1000) // the limit is raised for it below
 	cases := []struct {
 		name   string
 		writes []string
@@ -1103,13 +1105,15 @@ func TestHeadInPieces(t *testing.T) {
 	}{
 		{name: "request line split", writes: []string{"GE", "T / HT", "TP/1.1\r", "\nHost: a\r\nX-A: 1\r\n\r", "\n"}, value: "1"},
 		{name: "stalled, then a long field", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\n", "X-A: " + long[:3000], long[3000:] + "\r\n\r\n"}, value: long},
-		{name: "larger than the read buffer in one write", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\nX-A: " + long + "\r\n\r\n"}, value: long},
+		{name: "in one write", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\nX-A: " + long + "\r\n\r\n"}, value: long},
+		{name: "larger than the read buffer in one write", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\nX-A: " + huge + "\r\n\r\n"}, value: huge},
+		{name: "stalled, moved to a smaller buffer, then larger than the read buffer", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\n", "X-A: " + huge[:3000], huge[3000:] + "\r\n\r\n"}, value: huge},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{}
-			addr := startServer(t, &Server{Handler: rec})
+			addr := startServer(t, &Server{Handler: rec, Limits: Limits{MaxHeadBytes: 2 * readSize}})
 			c := dial(t, addr)
 			c.SetDeadline(time.Now().Add(failAfter))
 			for _, w := range tt.writes {
@@ -1440,4 +1444,64 @@ func TestSlowAfterTheHead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHeldBody: a Content-Length body that came with its head is lent to
+// the handler where it lies (Held), once; a body still to come, one owed
+// a 100 Continue, and a chunked one are not, and are read as usual.
+func TestHeldBody(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		req      string
+		wantHeld bool
+	}{
+		{name: "with its head", req: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", wantHeld: true},
+		{name: "100-continue", req: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"},
+		{name: "chunked", req: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				held := r.Body.(interface{ Held() []byte }).Held()
+				again := r.Body.(interface{ Held() []byte }).Held()
+				rest, err := io.ReadAll(r.Body)
+				fmt.Fprintf(w, "held=%q again=%q rest=%q err=%v", held, again, rest, err)
+			})})
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(failAfter))
+			if _, err := io.WriteString(c, tt.req); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			if strings.Contains(tt.req, "100-continue") {
+				x, err := readInterim(br)
+				if err != nil || x != http.StatusContinue {
+					t.Fatalf("interim = %d, %v; want 100", x, err)
+				}
+				io.WriteString(c, "hello")
+			}
+			x, err := readReply(br, http.MethodPost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := `held="" again="" rest="hello" err=<nil>`
+			if tt.wantHeld {
+				want = `held="hello" again="" rest="" err=<nil>`
+			}
+			if got := string(x.body); got != want {
+				t.Fatalf("handler saw %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// readInterim reads one response head from br and returns its status.
+func readInterim(br *bufio.Reader) (int, error) {
+	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodPost})
+	if err != nil {
+		return 0, err
+	}
+	return res.StatusCode, nil
 }
