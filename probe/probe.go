@@ -39,6 +39,9 @@ type TCP struct {
 
 // Probe connects and closes.
 func (p TCP) Probe(ctx context.Context) error {
+	if ok, err := connectNow(p.Addr); ok {
+		return err
+	}
 	// No TCP keep-alive: the connection is closed at once, and setting it
 	// up is four system calls per probe.
 	d := net.Dialer{Timeout: timeout(p.Timeout), KeepAlive: -1}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,9 @@ func TestTCP(t *testing.T) {
 	}{
 		{name: "listening", addr: open.Addr().String()},
 		{name: "closed port", addr: closedAddr, wantErr: true},
+		// A host name is dialed (no raw fast path, connect_linux.go).
+		{name: "listening, by name", addr: "localhost:" + port(open.Addr())},
+		{name: "closed port, by name", addr: "localhost:" + port(closed.Addr()), wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +67,8 @@ func TestTCP(t *testing.T) {
 		})
 	}
 }
+
+func port(a net.Addr) string { return strconv.Itoa(a.(*net.TCPAddr).Port) }
 
 func TestHTTPStatus(t *testing.T) {
 	t.Parallel()
