@@ -48,8 +48,10 @@ type Server struct {
 	shutdown atomic.Bool
 	open     atomic.Int64 // connections counted against MaxConns
 
-	inflight atomic.Int64 // requests in a handler: the watcher runs while > 0
-	watching atomic.Bool
+	inflight atomic.Int64 // requests in a handler: the watcher's timer is armed while > 0
+	watchMu  sync.Mutex   // guards watchT, armed and scratch
+	watchT   *time.Timer  // the watcher's tick (AfterFunc), made at the first request
+	armed    bool
 	scratch  []*conn       // the watcher's snapshot, reused
 	ticks    atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
@@ -240,55 +242,71 @@ const watchPeriod = 100 * time.Millisecond
 // or the backlog feeds itself.
 const maxPeeks = 64
 
-// begin counts a request into a handler and starts the watcher if it is
-// not running. The watcher is one goroutine for the whole server and runs
-// only while requests are in flight: an idle server has no timer.
+// begin counts a request into a handler; the first of a busy spell arms
+// the watcher's timer. end counts it out; the last disarms the timer, so a
+// lone request, which is over long before a tick, leaves no timer behind
+// to wake the process 100 ms later, and an idle server has none.
 func (s *Server) begin() {
-	if s.inflight.Add(1) == 1 && s.watching.CompareAndSwap(false, true) {
-		go s.watch()
+	if s.inflight.Add(1) == 1 {
+		s.rearm()
 	}
 }
 
-func (s *Server) end() { s.inflight.Add(-1) }
+func (s *Server) end() {
+	if s.inflight.Add(-1) == 0 {
+		s.rearm()
+	}
+}
 
-// watch cancels the context of every request whose client closed its
-// connection, every watchPeriod, while requests are in flight. This
-// replaces net/http's background read per connection (a goroutine wake-up
-// and a read per request) with a peek per tick at each request in a
-// handler for a whole tick or more (one that ends sooner is not worth a
-// system call), at most maxPeeks a tick.
+// rearm arms the watcher's timer if requests are in flight and stops it if
+// none is. The count is read under watchMu, so that of a begin and an end
+// that race, the later to lock decides.
+func (s *Server) rearm() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	switch busy := s.inflight.Load() > 0; {
+	case busy && !s.armed:
+		if s.watchT == nil {
+			s.watchT = time.AfterFunc(watchPeriod, s.watch)
+		} else {
+			s.watchT.Reset(watchPeriod)
+		}
+		s.armed = true
+	case !busy && s.armed:
+		s.watchT.Stop()
+		s.armed = false
+	}
+}
+
+// watch is a tick of the watcher, run by its timer while requests are in
+// flight: it cancels the context of every request whose client closed its
+// connection. This replaces net/http's background read per connection (a
+// goroutine wake-up and a read per request) with a peek per tick at each
+// request in a handler for a whole tick or more (one that ends sooner is
+// not worth a system call), at most maxPeeks a tick.
 func (s *Server) watch() {
-	t := time.NewTimer(watchPeriod)
-	defer t.Stop()
-	for {
-		<-t.C
-		now := s.ticks.Add(1)
-		s.mu.Lock()
-		s.scratch = s.scratch[:0]
-		for c := range s.conns {
-			if c.watch.Load() && now-c.since.Load() >= 2 {
-				s.scratch = append(s.scratch, c)
-				if len(s.scratch) == maxPeeks {
-					break
-				}
+	now := s.ticks.Add(1)
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.mu.Lock()
+	s.scratch = s.scratch[:0]
+	for c := range s.conns {
+		if c.watch.Load() && now-c.since.Load() >= 2 {
+			s.scratch = append(s.scratch, c)
+			if len(s.scratch) == maxPeeks {
+				break
 			}
 		}
-		s.mu.Unlock()
-		for _, c := range s.scratch {
-			if c.watch.Load() && c.peerGone() {
-				c.cancel()
-			}
+	}
+	s.mu.Unlock()
+	for _, c := range s.scratch {
+		if c.watch.Load() && c.peerGone() {
+			c.cancel()
 		}
-		clear(s.scratch)
-		if s.inflight.Load() == 0 {
-			s.watching.Store(false)
-			// A request that began after the load above saw watching
-			// true and started nobody: take the job back if so.
-			if s.inflight.Load() == 0 || !s.watching.CompareAndSwap(false, true) {
-				return
-			}
-		}
-		t.Reset(watchPeriod)
+	}
+	clear(s.scratch)
+	if s.armed = s.inflight.Load() > 0; s.armed {
+		s.watchT.Reset(watchPeriod)
 	}
 }
 

@@ -1505,3 +1505,45 @@ func readInterim(br *bufio.Reader) (int, error) {
 	}
 	return res.StatusCode, nil
 }
+
+// TestWatcherDisarmed: the watcher's timer is armed while a request is in
+// its handler and stopped once none is, so that a lone request leaves no
+// tick behind to wake an idle process.
+func TestWatcherDisarmed(t *testing.T) {
+	t.Parallel()
+	in, release := make(chan struct{}), make(chan struct{})
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			in <- struct{}{}
+			<-release
+		}
+	})}
+	addr := startServer(t, s)
+	armed := func() bool {
+		s.watchMu.Lock()
+		defer s.watchMu.Unlock()
+		return s.armed
+	}
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(failAfter))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-in
+	if !armed() {
+		t.Fatal("no watcher timer while a request is in its handler")
+	}
+	close(release)
+	if _, err := readReply(br, http.MethodGet); err != nil {
+		t.Fatal(err)
+	}
+	if armed() {
+		t.Error("the watcher's timer is still armed after the last request")
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if _, err := readReply(br, http.MethodGet); err != nil {
+		t.Fatal(err)
+	}
+	if armed() {
+		t.Error("the watcher's timer is armed after a lone request")
+	}
+}
