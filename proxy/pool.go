@@ -38,9 +38,12 @@ type h1Transport struct {
 
 	liveMu    sync.Mutex
 	live      map[*h1Conn]struct{} // every open connection, for the reaper
-	reaping   atomic.Bool          // the reaper runs: from a request's start until nothing is in flight
-	stopReap  chan struct{}
-	closeOnce sync.Once
+	inflight  atomic.Int64         // watched exchanges: the reaper's timer is armed while > 0
+	reapMu    sync.Mutex           // guards reapT, armed and reapConns
+	reapT     *time.Timer          // the reaper's tick (AfterFunc), made at the first exchange
+	armed     bool
+	reapDone  bool      // Close ran: the reaper is not armed again
+	reapConns []*h1Conn // the reaper's snapshot, reused
 }
 
 func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idleTimeout time.Duration) *h1Transport {
@@ -54,67 +57,62 @@ func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idl
 		maxHeader:   orDefault(maxHeader, maxHeaderBytes),
 		idleTimeout: max(idleTimeout, 0),
 		live:        map[*h1Conn]struct{}{},
-		stopReap:    make(chan struct{}),
 	}
 	t.dialContext = t.dialer.DialContext
 	return t
 }
 
-// reap interrupts the exchanges whose client went away, every reapPeriod,
-// while any exchange is in flight; watch starts it again after that.
+// reap interrupts the exchanges whose client went away. It is a tick of a
+// timer armed while any exchange is in flight (watch) and stopped when none
+// is (unwatch), so that a lone request leaves no tick behind to wake an
+// idle sidecar reapPeriod later.
 //
-// One goroutine for the whole pool replaces a context.AfterFunc per
-// request, which costs about 600 ns and 5 allocations (measured with a
+// One timer for the whole pool replaces a context.AfterFunc per request,
+// which costs about 600 ns and 5 allocations (measured with a
 // microbenchmark of AfterFunc+stop on a fresh WithCancel); a request pays
-// two atomic stores and a load instead. The price is that an upstream
-// learns of a departed client up to reapPeriod (plus the serving engine's
-// own watch period, h1.Server) later.
+// two atomic stores and two adds instead, and a lock where the count
+// touches zero. The price is that an upstream learns of a departed client
+// up to reapPeriod (plus the serving engine's own watch period, h1.Server)
+// later.
 func (t *h1Transport) reap() {
-	tick := time.NewTicker(reapPeriod)
-	defer tick.Stop()
-	var conns []*h1Conn
-	for {
-		select {
-		case <-t.stopReap:
-			return
-		case <-tick.C:
+	t.reapMu.Lock()
+	defer t.reapMu.Unlock()
+	conns := t.reapConns[:0]
+	t.liveMu.Lock()
+	for c := range t.live {
+		conns = append(conns, c)
+	}
+	t.liveMu.Unlock()
+	for _, c := range conns {
+		if r := c.req.Load(); r != nil && r.Context().Err() != nil && c.req.CompareAndSwap(r, nil) {
+			c.interrupt()
 		}
-		conns = conns[:0]
-		t.liveMu.Lock()
-		for c := range t.live {
-			conns = append(conns, c)
-		}
-		t.liveMu.Unlock()
-		busy := false
-		for _, c := range conns {
-			r := c.req.Load()
-			if r != nil && r.Context().Err() != nil && c.req.CompareAndSwap(r, nil) {
-				c.interrupt()
-			}
-			busy = busy || r != nil
-		}
-		if !busy {
-			// Nothing in flight: stop, so that an idle sidecar has no
-			// ticker. A watch that began after the scan saw reaping true
-			// and started nobody: rescan for it before leaving.
-			t.reaping.Store(false)
-			if !t.anyWatched() || !t.reaping.CompareAndSwap(false, true) {
-				return
-			}
-		}
+	}
+	clear(conns)
+	t.reapConns = conns[:0]
+	if t.armed = t.inflight.Load() > 0 && !t.reapDone; t.armed {
+		t.reapT.Reset(reapPeriod)
 	}
 }
 
-// anyWatched reports whether a connection carries a request.
-func (t *h1Transport) anyWatched() bool {
-	t.liveMu.Lock()
-	defer t.liveMu.Unlock()
-	for c := range t.live {
-		if c.req.Load() != nil {
-			return true
+// rearm arms the reaper's timer if exchanges are in flight and stops it
+// if none is. The count is read under reapMu, so that of a watch and an
+// unwatch that race, the later to lock decides.
+func (t *h1Transport) rearm() {
+	t.reapMu.Lock()
+	defer t.reapMu.Unlock()
+	switch busy := t.inflight.Load() > 0 && !t.reapDone; {
+	case busy && !t.armed:
+		if t.reapT == nil {
+			t.reapT = time.AfterFunc(reapPeriod, t.reap)
+		} else {
+			t.reapT.Reset(reapPeriod)
 		}
+		t.armed = true
+	case !busy && t.armed:
+		t.reapT.Stop()
+		t.armed = false
 	}
-	return false
 }
 
 // h1Conn is one upstream connection. Its buffers are attached while it
@@ -167,18 +165,25 @@ type h1Conn struct {
 	keeper keeper
 }
 
-// watch tells the reaper that c carries r, and starts the reaper if it
-// is not running.
+// watch tells the reaper that c carries r; the first exchange in flight
+// arms its timer.
 func (c *h1Conn) watch(r *http.Request) {
 	c.req.Store(r)
-	if t := c.t; !t.reaping.Load() && t.reaping.CompareAndSwap(false, true) {
-		go t.reap()
+	if c.t.inflight.Add(1) == 1 {
+		c.t.rearm()
 	}
 }
 
-// unwatch ends the watch. False means the reaper interrupted the exchange
-// (or is about to): the connection must not be reused.
-func (c *h1Conn) unwatch(r *http.Request) bool { return c.req.CompareAndSwap(r, nil) }
+// unwatch ends the watch; every watch has one. False means the reaper
+// interrupted the exchange (or is about to): the connection must not be
+// reused.
+func (c *h1Conn) unwatch(r *http.Request) bool {
+	ok := c.req.CompareAndSwap(r, nil)
+	if c.t.inflight.Add(-1) == 0 {
+		c.t.rearm()
+	}
+	return ok
+}
 
 func (c *h1Conn) interrupt() {
 	c.broken.Store(true)
@@ -594,5 +599,11 @@ func (t *h1Transport) closeIdle() {
 	for _, c := range idle {
 		c.close()
 	}
-	t.closeOnce.Do(func() { close(t.stopReap) })
+	t.reapMu.Lock()
+	t.reapDone = true
+	if t.armed {
+		t.reapT.Stop()
+		t.armed = false
+	}
+	t.reapMu.Unlock()
 }

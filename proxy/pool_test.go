@@ -544,3 +544,66 @@ func TestKeepAliveTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestReaperDisarmed: the reaper's timer is armed while an exchange is in
+// flight and stopped once none is, so that a lone request leaves no tick
+// behind to wake an idle sidecar.
+func TestReaperDisarmed(t *testing.T) {
+	t.Parallel()
+	in, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			in <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	p, err := New(Config{Upstream: up.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(func() {
+		front.Close()
+		p.Close()
+	})
+	armed := func() bool {
+		p.h1.reapMu.Lock()
+		defer p.h1.reapMu.Unlock()
+		return p.h1.armed
+	}
+	get := func(path string) error {
+		res, err := http.Get(front.URL + path)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		if _, err := io.ReadAll(res.Body); err != nil {
+			return err
+		}
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", res.StatusCode)
+		}
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- get("/wait") }()
+	<-in
+	if !armed() {
+		t.Error("no reaper timer while an exchange is in flight")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if armed() {
+		t.Error("the reaper's timer is still armed after the last exchange")
+	}
+	if err := get("/"); err != nil {
+		t.Fatal(err)
+	}
+	if armed() {
+		t.Error("the reaper's timer is armed after a lone request")
+	}
+}
