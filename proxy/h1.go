@@ -131,7 +131,8 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		return fmt.Errorf("%w: host %q", errBadRequest, truncate(o.Host))
 	}
 	ctx := r.Context()
-	deadline := p.deadline(r)
+	now := time.Now() // one clock read for the deadline and the pool's expiry check
+	deadline := p.deadlineAt(r, now)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	var body []byte
 	if hb, ok := r.Body.(heldBody); ok && hasBody && r.ContentLength > 0 {
@@ -154,6 +155,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		if !deadline.IsZero() {
 			rc.SetReadDeadline(time.Time{})
 		}
+		now = time.Now() // the body may have taken a while: the pool's expiry check wants the time
 	}
 	// A streamed body is read from the client as it is sent: once it went
 	// out on a connection that failed, it cannot be sent again.
@@ -164,7 +166,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		var c *h1Conn
 		var err error
 		if attempt == 0 {
-			c, err = p.h1.get(ctx)
+			c, err = p.h1.get(ctx, now)
 		} else {
 			c, err = p.h1.dial(ctx)
 		}

@@ -432,8 +432,8 @@ func (c *h1Conn) close() {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // get takes the warmest idle connection, or dials a new one when there is
-// none or it has expired.
-func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
+// none or it has expired by now, the time as the caller last read it.
+func (t *h1Transport) get(ctx context.Context, now time.Time) (*h1Conn, error) {
 	t.mu.Lock()
 	if n := len(t.idle); n > 0 {
 		c := t.idle[n-1]
@@ -443,7 +443,6 @@ func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
 			t.mu.Unlock()
 			return c.reuse(), nil
 		}
-		now := time.Now()
 		if now.Before(c.expires) {
 			t.mu.Unlock()
 			return c.reuse(), nil

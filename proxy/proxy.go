@@ -170,7 +170,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // deadline is the request's whole deadline: --timeout from now, or the
 // request context's deadline when that is earlier. Zero means none.
-func (p *Proxy) deadline(r *http.Request) time.Time {
+func (p *Proxy) deadline(r *http.Request) time.Time { return p.deadlineAt(r, time.Now()) }
+
+// deadlineAt is deadline with the time read by the caller.
+func (p *Proxy) deadlineAt(r *http.Request, now time.Time) time.Time {
 	var d time.Time
 	if p.timeout > 0 {
 		// Rounded up to a 16th of the timeout (at most 1 s), so that
@@ -178,7 +181,7 @@ func (p *Proxy) deadline(r *http.Request) time.Time {
 		// and skip the timer update (h1Conn.setDeadline). A request may so
 		// run up to 1/16 longer than --timeout.
 		g := min(max(p.timeout/16, time.Millisecond), time.Second)
-		d = time.Now().Add(p.timeout + g).Truncate(g)
+		d = now.Add(p.timeout + g).Truncate(g)
 	}
 	if cd, ok := r.Context().Deadline(); ok && (d.IsZero() || cd.Before(d)) {
 		d = cd
