@@ -245,10 +245,11 @@ type Watcher struct {
 
 // FastInterval is the aggressive pace: ready is seen within this (plus one
 // connect) of the upstream accepting. A refused loopback connect is not
-// free: 20 to 30 µs and 22 allocations back to back (BenchmarkRefusedProbe),
-// and about 100 µs of CPU when a timer spaces the probes, with the socket,
-// the netpoller and the thread wake-ups, so 500 a second cost some 50 ms of
-// CPU each second. The pace is therefore kept for short windows only:
+// free: 4 µs and 4 allocations back to back by the raw fast path
+// (BenchmarkRefusedProbe; 20 to 30 µs and 22 allocations through the
+// dialer), and several times that when a timer spaces the probes, with the
+// thread wake-ups, so 500 a second would cost tens of milliseconds of CPU
+// each second. The pace is therefore kept for short windows only:
 // StartWindow after Run starts, and while a failure of a ready upstream is
 // confirmed. It is also the least time between two probes that demands
 // bring forward.
