@@ -569,6 +569,7 @@ func (c *conn) begin(n int) bool {
 	if c.req == nil {
 		c.init()
 	}
+	c.now = time.Time{} // only this request's response may set it
 	c.head = getBuf(n)
 	head := (*c.head)[:n]
 	copy(head, (*c.rbuf)[c.r:c.r+n])
