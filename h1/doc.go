@@ -33,8 +33,8 @@
 // session to end.
 //
 // A client that closes its connection while its request is in a handler is
-// noticed by one watcher goroutine per server, which runs only while
-// requests are in flight and every 100 ms peeks at the connections whose
+// noticed by one watcher per server, a timer armed only while requests
+// are in flight (Busy), which every 100 ms peeks at the connections whose
 // request has been in a handler for 100 ms or more, at most 64 a tick
 // (chosen at random past that, so that a backlog does not grow the
 // watcher's work): end of file cancels the request's context.

@@ -48,12 +48,10 @@ type Server struct {
 	shutdown atomic.Bool
 	open     atomic.Int64 // connections counted against MaxConns
 
-	inflight atomic.Int64 // requests in a handler: the watcher's timer is armed while > 0
-	watchMu  sync.Mutex   // guards watchT, armed and scratch
-	watchT   *time.Timer  // the watcher's tick (AfterFunc), made at the first request
-	armed    bool
-	scratch  []*conn       // the watcher's snapshot, reused
-	ticks    atomic.Uint32 // the watcher's ticks, counted: a request's age
+	watcher     *Busy // ticks (watch) while requests are in a handler; made by Serve
+	watcherOnce sync.Once
+	scratch     []*conn       // the watcher's snapshot, reused; guarded by the watcher's lock
+	ticks       atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
 
 const (
@@ -96,6 +94,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
 func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serve(ln, cfg) }
 
 func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
+	s.watcherOnce.Do(func() { s.watcher = NewBusy(watchPeriod, s.watch) })
 	if !s.track(ln, true) {
 		ln.Close()
 		return ErrServerClosed
@@ -242,52 +241,21 @@ const watchPeriod = 100 * time.Millisecond
 // or the backlog feeds itself.
 const maxPeeks = 64
 
-// begin counts a request into a handler; the first of a busy spell arms
-// the watcher's timer. end counts it out; the last disarms the timer, so a
-// lone request, which is over long before a tick, leaves no timer behind
-// to wake the process 100 ms later, and an idle server has none.
-func (s *Server) begin() {
-	if s.inflight.Add(1) == 1 {
-		s.rearm()
-	}
-}
+// begin counts a request into a handler and end counts it out: the
+// watcher ticks while any is in one (Busy), and an idle server has no
+// timer.
+func (s *Server) begin() { s.watcher.Begin() }
 
-func (s *Server) end() {
-	if s.inflight.Add(-1) == 0 {
-		s.rearm()
-	}
-}
+func (s *Server) end() { s.watcher.End() }
 
-// rearm arms the watcher's timer if requests are in flight and stops it if
-// none is. The count is read under watchMu, so that of a begin and an end
-// that race, the later to lock decides.
-func (s *Server) rearm() {
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	switch busy := s.inflight.Load() > 0; {
-	case busy && !s.armed:
-		if s.watchT == nil {
-			s.watchT = time.AfterFunc(watchPeriod, s.watch)
-		} else {
-			s.watchT.Reset(watchPeriod)
-		}
-		s.armed = true
-	case !busy && s.armed:
-		s.watchT.Stop()
-		s.armed = false
-	}
-}
-
-// watch is a tick of the watcher, run by its timer while requests are in
-// flight: it cancels the context of every request whose client closed its
+// watch is a tick of the watcher, run while requests are in flight: it
+// cancels the context of every request whose client closed its
 // connection. This replaces net/http's background read per connection (a
 // goroutine wake-up and a read per request) with a peek per tick at each
 // request in a handler for a whole tick or more (one that ends sooner is
 // not worth a system call), at most maxPeeks a tick.
 func (s *Server) watch() {
 	now := s.ticks.Add(1)
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
 	s.mu.Lock()
 	s.scratch = s.scratch[:0]
 	for c := range s.conns {
@@ -305,9 +273,6 @@ func (s *Server) watch() {
 		}
 	}
 	clear(s.scratch)
-	if s.armed = s.inflight.Load() > 0; s.armed {
-		s.watchT.Reset(watchPeriod)
-	}
 }
 
 // Handoff is a net.Listener that yields the connections a Server hands

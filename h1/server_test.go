@@ -1519,11 +1519,7 @@ func TestWatcherDisarmed(t *testing.T) {
 		}
 	})}
 	addr := startServer(t, s)
-	armed := func() bool {
-		s.watchMu.Lock()
-		defer s.watchMu.Unlock()
-		return s.armed
-	}
+	armed := func() bool { return s.watcher.Armed() }
 	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(failAfter))
 	br := bufio.NewReader(c)

@@ -38,12 +38,8 @@ type h1Transport struct {
 
 	liveMu    sync.Mutex
 	live      map[*h1Conn]struct{} // every open connection, for the reaper
-	inflight  atomic.Int64         // watched exchanges: the reaper's timer is armed while > 0
-	reapMu    sync.Mutex           // guards reapT, armed and reapConns
-	reapT     *time.Timer          // the reaper's tick (AfterFunc), made at the first exchange
-	armed     bool
-	reapDone  bool      // Close ran: the reaper is not armed again
-	reapConns []*h1Conn // the reaper's snapshot, reused
+	reaper    *h1.Busy             // ticks (reap) while exchanges are in flight
+	reapConns []*h1Conn            // the reaper's snapshot, reused; guarded by the reaper's lock
 }
 
 func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idleTimeout time.Duration) *h1Transport {
@@ -58,14 +54,15 @@ func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idl
 		idleTimeout: max(idleTimeout, 0),
 		live:        map[*h1Conn]struct{}{},
 	}
+	t.reaper = h1.NewBusy(reapPeriod, t.reap)
 	t.dialContext = t.dialer.DialContext
 	return t
 }
 
-// reap interrupts the exchanges whose client went away. It is a tick of a
-// timer armed while any exchange is in flight (watch) and stopped when none
-// is (unwatch), so that a lone request leaves no tick behind to wake an
-// idle sidecar reapPeriod later.
+// reap interrupts the exchanges whose client went away. It is the tick of
+// a timer armed only while an exchange is in flight (h1.Busy: watch and
+// unwatch count them), so that a lone request leaves no tick behind to
+// wake an idle sidecar reapPeriod later.
 //
 // One timer for the whole pool replaces a context.AfterFunc per request,
 // which costs about 600 ns and 5 allocations (measured with a
@@ -75,8 +72,6 @@ func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idl
 // up to reapPeriod (plus the serving engine's own watch period, h1.Server)
 // later.
 func (t *h1Transport) reap() {
-	t.reapMu.Lock()
-	defer t.reapMu.Unlock()
 	conns := t.reapConns[:0]
 	t.liveMu.Lock()
 	for c := range t.live {
@@ -90,29 +85,6 @@ func (t *h1Transport) reap() {
 	}
 	clear(conns)
 	t.reapConns = conns[:0]
-	if t.armed = t.inflight.Load() > 0 && !t.reapDone; t.armed {
-		t.reapT.Reset(reapPeriod)
-	}
-}
-
-// rearm arms the reaper's timer if exchanges are in flight and stops it
-// if none is. The count is read under reapMu, so that of a watch and an
-// unwatch that race, the later to lock decides.
-func (t *h1Transport) rearm() {
-	t.reapMu.Lock()
-	defer t.reapMu.Unlock()
-	switch busy := t.inflight.Load() > 0 && !t.reapDone; {
-	case busy && !t.armed:
-		if t.reapT == nil {
-			t.reapT = time.AfterFunc(reapPeriod, t.reap)
-		} else {
-			t.reapT.Reset(reapPeriod)
-		}
-		t.armed = true
-	case !busy && t.armed:
-		t.reapT.Stop()
-		t.armed = false
-	}
 }
 
 // h1Conn is one upstream connection. Its buffers are attached while it
@@ -169,9 +141,7 @@ type h1Conn struct {
 // arms its timer.
 func (c *h1Conn) watch(r *http.Request) {
 	c.req.Store(r)
-	if c.t.inflight.Add(1) == 1 {
-		c.t.rearm()
-	}
+	c.t.reaper.Begin()
 }
 
 // unwatch ends the watch; every watch has one. False means the reaper
@@ -179,9 +149,7 @@ func (c *h1Conn) watch(r *http.Request) {
 // reused.
 func (c *h1Conn) unwatch(r *http.Request) bool {
 	ok := c.req.CompareAndSwap(r, nil)
-	if c.t.inflight.Add(-1) == 0 {
-		c.t.rearm()
-	}
+	c.t.reaper.End()
 	return ok
 }
 
@@ -598,11 +566,5 @@ func (t *h1Transport) closeIdle() {
 	for _, c := range idle {
 		c.close()
 	}
-	t.reapMu.Lock()
-	t.reapDone = true
-	if t.armed {
-		t.reapT.Stop()
-		t.armed = false
-	}
-	t.reapMu.Unlock()
+	t.reaper.Stop()
 }

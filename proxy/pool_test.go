@@ -568,11 +568,7 @@ func TestReaperDisarmed(t *testing.T) {
 		front.Close()
 		p.Close()
 	})
-	armed := func() bool {
-		p.h1.reapMu.Lock()
-		defer p.h1.reapMu.Unlock()
-		return p.h1.armed
-	}
+	armed := func() bool { return p.h1.reaper.Armed() }
 	get := func(path string) error {
 		res, err := http.Get(front.URL + path)
 		if err != nil {
