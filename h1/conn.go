@@ -44,7 +44,6 @@ type conn struct {
 	rbuf *[]byte
 	r, w int
 	rdl  time.Time // the read deadline in force
-	now  time.Time // read for the last response's Date; idle's deadline counts from it (one clock read a request)
 
 	headDeadline bool // the header timeout bounds the head being read
 
@@ -246,12 +245,9 @@ func (c *conn) setReadDeadline(t time.Time) {
 
 // deadlineIn returns now+d rounded up to d/16 (at most a second), so that
 // consecutive requests share a deadline and skip the timer update.
-func deadlineIn(d time.Duration) time.Time { return deadlineAt(time.Now(), d) }
-
-// deadlineAt is deadlineIn from a time the caller read.
-func deadlineAt(now time.Time, d time.Duration) time.Time {
+func deadlineIn(d time.Duration) time.Time {
 	g := min(max(d/16, time.Millisecond), time.Second)
-	return now.Add(d + g).Truncate(g)
+	return time.Now().Add(d + g).Truncate(g)
 }
 
 // readHead reads until the buffer holds a whole request head and returns
@@ -288,15 +284,10 @@ func (c *conn) readHead(first bool) (int, error) {
 // idle (or, on a new connection, the header) timeout allows.
 func (c *conn) idle(first bool) {
 	c.state.Store(stateIdle)
-	now := c.now // the last response's Date, if it has just been written
-	if now.IsZero() {
-		now = time.Now()
-	}
-	c.now = time.Time{}
 	if first {
-		c.setReadDeadline(deadlineAt(now, c.s.headerTimeout()))
+		c.setReadDeadline(deadlineIn(c.s.headerTimeout()))
 	} else {
-		c.setReadDeadline(deadlineAt(now, c.s.idleTimeout()))
+		c.setReadDeadline(deadlineIn(c.s.idleTimeout()))
 	}
 }
 
@@ -569,7 +560,6 @@ func (c *conn) begin(n int) bool {
 	if c.req == nil {
 		c.init()
 	}
-	c.now = time.Time{} // only this request's response may set it
 	c.head = getBuf(n)
 	head := (*c.head)[:n]
 	copy(head, (*c.rbuf)[c.r:c.r+n])

@@ -33,14 +33,13 @@ type response struct {
 	ka10    bool // an HTTP/1.0 request asked for keep-alive
 
 	status      int
-	wroteHeader bool      // a final status was set
-	headSent    bool      // the head is on the wire
-	dateAt      time.Time // the clock read for the head's Date, if it has one
-	chunked     bool      // the body goes out chunked
-	cl          int64     // the body's length when known, else -1
-	written     int64     // body bytes written by the handler
-	noBody      bool      // the status allows no body (1xx, 204, 304)
-	closeAfter  bool      // the connection closes after this response
+	wroteHeader bool  // a final status was set
+	headSent    bool  // the head is on the wire
+	chunked     bool  // the body goes out chunked
+	cl          int64 // the body's length when known, else -1
+	written     int64 // body bytes written by the handler
+	noBody      bool  // the status allows no body (1xx, 204, 304)
+	closeAfter  bool  // the connection closes after this response
 	trailers    []string
 	err         error // sticky write error
 
@@ -220,14 +219,8 @@ func (w *response) send(p []byte, last bool) error {
 			// need the chunked coding.
 			w.cl = w.written
 		}
-		w.dateAt = time.Time{}
 		w.buildHead()
 		w.iov = append(w.iov, *w.hb)
-		if last {
-			// The whole response goes out now: the wait for the next
-			// request counts from its Date (conn.idle).
-			w.c.now = w.dateAt
-		}
 	}
 	var body []byte
 	if w.wbuf != nil && w.n > 0 {
@@ -326,8 +319,7 @@ func (w *response) buildHead() {
 	}
 	if _, ok := w.hdr["Date"]; !ok {
 		b = append(b, "Date: "...)
-		w.dateAt = time.Now()
-		b = appendDate(b, w.dateAt)
+		b = appendDate(b)
 		b = append(b, "\r\n"...)
 	}
 	b = append(b, "\r\n"...)
@@ -517,7 +509,8 @@ type dateCache struct {
 
 var date atomic.Pointer[dateCache]
 
-func appendDate(b []byte, now time.Time) []byte {
+func appendDate(b []byte) []byte {
+	now := time.Now()
 	sec := now.Unix()
 	d := date.Load()
 	if d == nil || d.sec != sec {
