@@ -13,13 +13,18 @@ func TestBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var ticks atomic.Int32
 		b := NewBusy(100*time.Millisecond, func() { ticks.Add(1) })
-		b.Begin()
-		b.Begin()
-		time.Sleep(350 * time.Millisecond)
-		synctest.Wait()
-		if got := ticks.Load(); got != 3 {
-			t.Fatalf("ticks after 350 ms busy = %d, want 3", got)
+		// after lets d pass and wants the ticks so far to be want.
+		after := func(d time.Duration, want int32, when string) {
+			t.Helper()
+			time.Sleep(d)
+			synctest.Wait()
+			if got := ticks.Load(); got != want {
+				t.Fatalf("ticks %s = %d, want %d", when, got, want)
+			}
 		}
+		b.Begin()
+		b.Begin()
+		after(350*time.Millisecond, 3, "after 350 ms busy")
 		b.End()
 		if !b.Armed() {
 			t.Fatal("not armed with work still in flight")
@@ -28,22 +33,13 @@ func TestBusy(t *testing.T) {
 		if b.Armed() {
 			t.Fatal("armed with nothing in flight")
 		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if got := ticks.Load(); got != 3 {
-			t.Fatalf("ticks after a second idle = %d, want still 3", got)
-		}
+		after(time.Second, 3, "after a second idle")
 		b.Begin()
-		time.Sleep(150 * time.Millisecond)
-		synctest.Wait()
-		if got := ticks.Load(); got != 4 {
-			t.Fatalf("ticks 150 ms into a new busy spell = %d, want 4", got)
-		}
+		after(150*time.Millisecond, 4, "150 ms into a new busy spell")
 		b.Stop()
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if got := ticks.Load(); got != 4 || b.Armed() {
-			t.Fatalf("after Stop: ticks = %d, armed %v; want 4, false", got, b.Armed())
+		after(time.Second, 4, "a second after Stop")
+		if b.Armed() {
+			t.Fatal("armed after Stop")
 		}
 		b.End()
 	})

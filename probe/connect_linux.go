@@ -11,8 +11,9 @@ import (
 // connectNow tries a TCP probe of a literal IP address with four raw
 // system calls: a non-blocking socket, connect twice and close. To a
 // listener on this host the kernel completes the handshake, or refuses it,
-// within the first connect (see below), so the probe needs no wait in the netpoller and none of the
-// dialer's other calls (socket options, addresses, SO_ERROR). A raw call
+// within the first connect (see below), so the probe needs no wait in the
+// netpoller and none of the dialer's other calls (socket options,
+// addresses, SO_ERROR). A raw call
 // also skips the runtime's system-call state, whose entry wakes its
 // monitor thread (sysmon) from the deep sleep of an idle process: a
 // futex wake-up and a run of 20 µs polls on another thread, which on an

@@ -99,6 +99,13 @@ func cannedUpstream(t *testing.T, resp string, closeAfter bool) *rawUpstream {
 // client for it and its URL.
 func frontFor(t *testing.T, upstream string) (*http.Client, string) {
 	t.Helper()
+	_, client, url := proxyFront(t, upstream)
+	return client, url
+}
+
+// proxyFront is frontFor that also returns the Proxy.
+func proxyFront(t *testing.T, upstream string) (*Proxy, *http.Client, string) {
+	t.Helper()
 	p, err := New(Config{Upstream: upstream})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +117,7 @@ func frontFor(t *testing.T, upstream string) (*http.Client, string) {
 	})
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, srv.URL
+	return p, &http.Client{Transport: tr, Timeout: 10 * time.Second}, srv.URL
 }
 
 // outcome is what a client saw of one exchange.

@@ -559,18 +559,10 @@ func TestReaperDisarmed(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
-	p, err := New(Config{Upstream: up.Listener.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(p)
-	t.Cleanup(func() {
-		front.Close()
-		p.Close()
-	})
+	p, client, url := proxyFront(t, up.Listener.Addr().String())
 	armed := func() bool { return p.h1.reaper.Armed() }
 	get := func(path string) error {
-		res, err := http.Get(front.URL + path)
+		res, err := client.Get(url + path)
 		if err != nil {
 			return err
 		}
