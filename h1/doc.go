@@ -23,12 +23,13 @@
 //
 // On plain TCP a connection is also served in read sessions (session.go):
 // the raw read that waits for a request stays open while a request without
-// a body is served and while the next one is awaited, so that the runtime
-// keeps the socket's readiness and the engine reads only when there is
-// something to read, one read per request, as nginx and HAProxy do; a
-// read-then-wait engine tries a second read that finds nothing. A request
-// with a body, an Upgrade or CONNECT ends the session and is served outside
-// it, and such a request's handler alone may hijack the connection.
+// a body, or with a Content-Length body that came whole with its head, is
+// served and while the next one is awaited, so that the runtime keeps the
+// socket's readiness and the engine reads only when there is something to
+// read, one read per request, as nginx and HAProxy do; a read-then-wait
+// engine tries a second read that finds nothing. A request whose body is
+// still to come, an Upgrade or CONNECT ends the session and is served
+// outside it, and such a request's handler alone may hijack the connection.
 // Server.Close shuts a connection's socket down rather than wait for a
 // session to end.
 //

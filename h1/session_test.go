@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +18,8 @@ import (
 // entered, waits for release and then makes a round trip to an echo
 // socket, as the proxy's handler does to its upstream: while it waits for
 // the echo the runtime polls the network, and takes in what came on the
-// client's socket meanwhile. Every handler echoes its target.
+// client's socket meanwhile. Every handler echoes its target, and the body
+// it read when there was one (X-Body).
 func blockingServer(t *testing.T, entered, release chan struct{}) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -56,18 +58,35 @@ func blockingServer(t *testing.T, entered, release chan struct{}) string {
 			}
 		}
 		w.Header().Set("X-Target", r.URL.Path)
+		if b, err := io.ReadAll(r.Body); err != nil || len(b) > 0 {
+			w.Header().Set("X-Body", fmt.Sprintf("%q %v", b, err))
+		}
 	})})
 }
 
 // TestSessionBytesDuringHandler: bytes that reach the socket while a
-// request without a body is served inside a read session (a pipelined
-// request, the client's half-close) are seen after its response, though
-// the session does not read before it waits (session.go).
+// request without a body, or with a body that came whole with its head, is
+// served inside a read session (a pipelined request, the client's
+// half-close) are seen after its response, though the session does not
+// read before it waits (session.go).
 func TestSessionBytesDuringHandler(t *testing.T) {
 	t.Parallel()
+	for _, block := range []struct{ name, req, body string }{
+		{"no body", "GET /block HTTP/1.1\r\nHost: a\r\n\r\n", ""},
+		{"held body", "POST /block HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", `"hello" <nil>`},
+	} {
+		t.Run(block.name, func(t *testing.T) {
+			t.Parallel()
+			testSessionBytesDuringHandler(t, block.req, block.body)
+		})
+	}
+}
+
+func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 	// blocked answers a first request, so that the next is served in a
-	// session that has drained the socket before, then sends /block and
-	// returns once its handler runs; closing release lets it finish.
+	// session that has drained the socket before, then sends blockReq (to
+	// /block) and returns once its handler runs; closing release lets it
+	// finish.
 	blocked := func(t *testing.T) (c *net.TCPConn, br *bufio.Reader, release chan struct{}) {
 		entered, release := make(chan struct{}, 1), make(chan struct{})
 		c = dial(t, blockingServer(t, entered, release))
@@ -77,7 +96,7 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 		if _, err := readReply(br, http.MethodGet); err != nil {
 			t.Fatalf("first: %v", err)
 		}
-		io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
+		io.WriteString(c, blockReq)
 		<-entered
 		return c, br, release
 	}
@@ -94,6 +113,11 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 			if got := x.res.Header.Get("X-Target"); got != want {
 				t.Errorf("response for %q, want %q", got, want)
 			}
+			if want == "/block" {
+				if got := x.res.Header.Get("X-Body"); got != blockBody {
+					t.Errorf("/block read body %s, want %s", got, blockBody)
+				}
+			}
 		}
 	})
 	t.Run("half-close", func(t *testing.T) {
@@ -103,7 +127,7 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		close(release)
-		if x, err := readReply(br, http.MethodGet); err != nil || x.res.Header.Get("X-Target") != "/block" {
+		if x, err := readReply(br, http.MethodGet); err != nil || x.res.Header.Get("X-Target") != "/block" || x.res.Header.Get("X-Body") != blockBody {
 			t.Fatalf("response: %+v, %v", x.res, err)
 		}
 		if !closedByPeer(t, c, br) {
@@ -112,11 +136,24 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 	})
 }
 
-// TestSessionHijack: a handler that hijacks a request without a body,
-// Upgrade or CONNECT (one served inside a read session) gets an error, not
-// a connection it could never read, and the response goes out as usual.
+// TestSessionHijack: a handler that hijacks a request without a body or
+// with one that came whole, and without Upgrade or CONNECT (one served
+// inside a read session), gets an error, not a connection it could never
+// read, and the response goes out as usual.
 func TestSessionHijack(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct{ name, req string }{
+		{"no body", "GET / HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{"held body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testSessionHijack(t, tt.req)
+		})
+	}
+}
+
+func testSessionHijack(t *testing.T, req string) {
 	got := make(chan error, 1)
 	addr := startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _, err := http.NewResponseController(w).Hijack()
@@ -125,7 +162,7 @@ func TestSessionHijack(t *testing.T) {
 	})})
 	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(failAfter))
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	io.WriteString(c, req)
 	x, err := readReply(bufio.NewReader(c), http.MethodGet)
 	if err != nil {
 		t.Fatal(err)
