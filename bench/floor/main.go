@@ -11,7 +11,12 @@
 //   - read from the client until the bytes seen so far contain "\r\n\r\n",
 //     the end of a request head, and then as many body bytes as its
 //     Content-Length says (none without one), parsing nothing else;
-//   - write those bytes upstream unchanged, in one write;
+//   - write those bytes upstream unchanged, in one write (with -forward,
+//     the forwarding fields queue's contract asks for go in before the
+//     head's last line break: X-Forwarded-For, -Proto, -Host and
+//     Forwarded, their values made once per connection from the client's
+//     address and the listening address, so that a harness's upstream
+//     parses what it parses behind queue);
 //   - read the upstream's response head and then as many body bytes as its
 //     Content-Length says, the one number a relay must parse to find the
 //     end of a keep-alive message;
@@ -22,7 +27,7 @@
 // Content-Length) closes the connection. It runs every HTTP/1.1 scenario
 // of the comparison (GET 1 KiB and 64 KiB, POST 16 KiB), not h2c.
 //
-//	floor -listen 127.0.0.1:18019 -upstream 127.0.0.1:18010
+//	floor -listen 127.0.0.1:18019 -upstream 127.0.0.1:18010 [-forward]
 package main
 
 import (
@@ -55,21 +60,23 @@ const (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18019", "host:port to accept HTTP/1.1 clients on")
 	upstream := flag.String("upstream", "127.0.0.1:18010", "host:port of the HTTP/1.1 upstream")
+	forward := flag.Bool("forward", false, "add queue's four forwarding fields to each request")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		os.Exit(1)
 	}
-	if err := serve(ln, *upstream); err != nil {
+	if err := serve(ln, *upstream, *forward); err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		os.Exit(1)
 	}
 }
 
 // serve accepts connections until ln is closed and relays each on its own
-// goroutine. It returns nil once ln is closed.
-func serve(ln net.Listener, upstream string) error {
+// goroutine, adding the forwarding fields when forward is set. It returns
+// nil once ln is closed.
+func serve(ln net.Listener, upstream string, forward bool) error {
 	for {
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -82,7 +89,11 @@ func serve(ln net.Listener, upstream string) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go relay(newRawConn(c), upstream)
+		var fields []byte
+		if forward {
+			fields = forwardFields(c.RemoteAddr(), ln.Addr())
+		}
+		go relay(newRawConn(c), upstream, fields)
 	}
 }
 
@@ -134,9 +145,22 @@ func (c *rawConn) read(fd uintptr) bool {
 
 func (c *rawConn) Write(p []byte) (int, error) { return c.vw.Write(p) }
 
+// forwardFields returns the forwarding fields queue sends for a client at
+// peer that reached it at local, over plain HTTP, each line ending in CRLF.
+func forwardFields(peer, local net.Addr) []byte {
+	ip := peer.String()
+	if a, ok := peer.(*net.TCPAddr); ok {
+		ip = a.IP.String()
+	}
+	host := local.String()
+	return []byte("X-Forwarded-For: " + ip + "\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: " + host +
+		"\r\nForwarded: for=" + ip + ";host=\"" + host + "\";proto=http\r\n")
+}
+
 // relay answers the requests of one client connection until either side
-// closes or breaks the protocol.
-func relay(client net.Conn, upstream string) {
+// closes or breaks the protocol. fields, when not empty, go into each
+// request's head before its last line break.
+func relay(client net.Conn, upstream string, fields []byte) {
 	defer client.Close()
 	var up net.Conn
 	defer func() {
@@ -172,7 +196,7 @@ func relay(client net.Conn, upstream string) {
 			up = newRawConn(up)
 			resp = make([]byte, 0, bufSize)
 		}
-		if _, err := up.Write(in[:total]); err != nil {
+		if err := send(up, in[:total], end, fields); err != nil {
 			return
 		}
 		// Keep what follows the request: a pipelined next one.
@@ -184,6 +208,23 @@ func relay(client net.Conn, upstream string) {
 			return
 		}
 	}
+}
+
+// send writes one request, whose head is msg[:end], to w in one write,
+// with fields inserted before the head's final CRLF.
+func send(w net.Conn, msg []byte, end int, fields []byte) error {
+	if len(fields) == 0 {
+		_, err := w.Write(msg)
+		return err
+	}
+	bufs := [][]byte{msg[:end-2], fields, msg[end-2:]}
+	if rc, ok := w.(*rawConn); ok {
+		_, err := rc.vw.Writev(bufs)
+		return err
+	}
+	nb := net.Buffers(bufs)
+	_, err := nb.WriteTo(w)
+	return err
 }
 
 // readHead reads from r into *buf until it holds "\r\n\r\n" and returns the

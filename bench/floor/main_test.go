@@ -47,10 +47,21 @@ func TestContentLength(t *testing.T) {
 // TestRelay sends requests through the relay the way clients may write them
 // (pipelined in one write, a head split across writes, a body behind a
 // Content-Length) and checks that the upstream sees each request as it was
-// sent, in order, over one upstream connection.
+// sent, in order, over one upstream connection; with -forward, with the
+// forwarding fields added to each.
 func TestRelay(t *testing.T) {
 	t.Parallel()
+	for _, forward := range []bool{false, true} {
+		t.Run(map[bool]string{false: "as sent", true: "forward"}[forward], func(t *testing.T) {
+			t.Parallel()
+			testRelay(t, forward)
+		})
+	}
+}
+
+func testRelay(t *testing.T, forward bool) {
 	var (
+		fwd   []string
 		mu    sync.Mutex
 		paths []string
 		conns = map[string]bool{}
@@ -60,6 +71,8 @@ func TestRelay(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		paths = append(paths, r.Method+" "+r.URL.Path+" "+string(b))
 		conns[r.RemoteAddr] = true
+		fwd = append(fwd, strings.Join([]string{r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"),
+			r.Header.Get("X-Forwarded-Host"), r.Header.Get("Forwarded")}, "|"))
 		mu.Unlock()
 		_, _ = io.WriteString(w, strings.Repeat("x", 1024))
 	}))
@@ -70,7 +83,7 @@ func TestRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- serve(ln, up.Listener.Addr().String()) }()
+	go func() { done <- serve(ln, up.Listener.Addr().String(), forward) }()
 	t.Cleanup(func() {
 		ln.Close()
 		if err := <-done; err != nil {
@@ -123,6 +136,16 @@ func TestRelay(t *testing.T) {
 	if got, want := len(conns), 1; got != want {
 		t.Errorf("upstream saw %d connections, want %d", got, want)
 	}
+	want := "|||"
+	if forward {
+		a := ln.Addr().String()
+		want = "127.0.0.1|http|" + a + `|for=127.0.0.1;host="` + a + `";proto=http`
+	}
+	for i, got := range fwd {
+		if got != want {
+			t.Errorf("request %d forwarding fields = %q, want %q", i, got, want)
+		}
+	}
 }
 
 // TestRelayClosesOnUnknownLength checks that a response the relay cannot
@@ -139,7 +162,7 @@ func TestRelayClosesOnUnknownLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- serve(ln, up.Listener.Addr().String()) }()
+	go func() { done <- serve(ln, up.Listener.Addr().String(), false) }()
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
