@@ -19,7 +19,8 @@
 # Knobs (environment): DURATION=10 (s per run) REPEATS=3 (runs of c1 and
 # c64) WARMUP=2 (s of load before a scenario's first run) RSS_DURATION=5
 # (s of wrk -c1000) STALL_CONNS=5000 STALL_HOLD=3 PROXY_CPU=0 LOAD_CPU=1
-# QUEUE_BIN (a prebuilt queue; default: go build ./cmd/queue) NETNS=auto|0.
+# QUEUE_BIN (a prebuilt queue; default: built as shipped, CGO_ENABLED=0
+# go build -trimpath -ldflags='-s -w' ./cmd/queue) NETNS=auto|0.
 # Needs: go, wrk, h2load (nghttp2-client; else no h2c row), nginx, haproxy,
 # taskset (util-linux), ps (procps), unshare and ip (iproute2) for isolation.
 set -euo pipefail
@@ -199,7 +200,9 @@ if [[ -z "${COMPARE_BIN:-}" ]]; then
     for prog in upstream naive floor stall; do
       go build -trimpath -o "$COMPARE_BIN/$prog" "./bench/$prog"
     done
-    [[ -n "${QUEUE_BIN:-}" ]] || go build -trimpath -o "$COMPARE_BIN/queue" ./cmd/queue
+    # queue as shipped (Dockerfile): a cgo build maps libc and the loader,
+    # 1.3-1.6 MiB more at idle on a machine with gcc.
+    [[ -n "${QUEUE_BIN:-}" ]] || CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$COMPARE_BIN/queue" ./cmd/queue
     # The chart is drawn by bench/chart_test.go; a failure here only costs the SVG.
     go test -c -o "$COMPARE_BIN/bench.test" ./bench 2>"$COMPARE_BIN/bench.test.log" ||
       log "warning: bench tests do not build, no chart (see $COMPARE_BIN/bench.test.log)"
