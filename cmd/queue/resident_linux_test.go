@@ -108,8 +108,12 @@ func TestReleaseStartupPages(t *testing.T) {
 	}
 	after, _ := resident()
 	t.Logf("resident read-only pages: %d KiB before, %d KiB released, %d KiB after", before>>10, released>>10, after>>10)
-	if released < before/2 {
-		t.Errorf("released %d bytes of %d resident", released, before)
+	// released is what this call found resident; in-process servers of
+	// other tests release the same pages when their upstream is first
+	// ready, and one may have done so between the two readings, so only
+	// what is left after both is compared with before.
+	if released == 0 {
+		t.Errorf("released nothing of %d resident", before)
 	}
 	if after >= before/2 {
 		t.Errorf("resident after release %d bytes, before %d", after, before)
