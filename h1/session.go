@@ -23,11 +23,13 @@ import (
 // outside: its body or tunnel is read from the socket by other code
 // (net.Conn.Read, another raw read), which must not run inside the
 // session's read. Such a request ends the session, and the next session
-// begins with a read, since readiness from before it was forgotten. A
-// Content-Length body that came whole with its head (bodyHeld) is read
+// begins with a read, since readiness from before it was forgotten. So
+// does TLS, whose records are read by crypto/tls: it is served by readHead
+// and serveRequest alone.
+//
+// A Content-Length body that came whole with its head (bodyHeld) is read
 // from the buffer alone, so its request is served inside, as one without a
-// body is: a 16 KiB upload costs one read, not two. So does TLS, whose records are
-// read by crypto/tls: it is served by readHead and serveRequest alone.
+// body is: a 16 KiB upload costs one read, not two.
 
 // Session outcomes.
 const (
