@@ -541,6 +541,18 @@ func canonicalize(b []byte) {
 // parseContentLength accepts 1*DIGIT, or a list of equal such values (RFC
 // 9110 section 8.6), up to 18 digits.
 func parseContentLength(s string) (int64, bool) {
+	// Nearly every value is plain digits: read them in one pass, with no
+	// list splitting or trimming.
+	if len(s) > 0 && len(s) <= 18 {
+		var m int64
+		i := 0
+		for ; i < len(s) && isDigit(s[i]); i++ {
+			m = m*10 + int64(s[i]-'0')
+		}
+		if i == len(s) {
+			return m, true
+		}
+	}
 	n := int64(-1)
 	for {
 		var f string

@@ -491,6 +491,9 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // appendStatus appends "code reason".
 func appendStatus(b []byte, code int) []byte {
+	if code == http.StatusOK {
+		return append(b, "200 OK"...)
+	}
 	b = appendInt(b, int64(code))
 	b = append(b, ' ')
 	if text := http.StatusText(code); text != "" {
