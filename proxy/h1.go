@@ -403,11 +403,11 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 // head is usually in the read buffer whole and is copied out at once; a
 // head larger than the buffer is gathered line by line.
 func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
+	if c.br == nil && !c.waited {
+		c.waitResponse()
+	}
 	if c.br == nil {
-		if !c.waited {
-			c.waitResponse()
-		}
-		c.attachReader()
+		c.attachReader() // not TCP, or the wait failed: reads go to the connection
 	}
 	c.waited = false
 	br := c.br

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -112,8 +113,8 @@ type h1Conn struct {
 	raw        syscall.RawConn
 	readFn     func(uintptr) bool // c.rawRead, bound once
 	firstFn    func(uintptr) bool // c.readFirst, bound once
-	preBuf     *[]byte            // waitResponse's buffer, until Read has served it
-	pre        []byte             // the part of preBuf not yet read
+	firstFD    uintptr            // while readFirst fills br: the socket Read reads
+	inFirst    bool               // readFirst is filling br (Read reads firstFD)
 	preErr     error              // waitResponse's error, for Read
 	rp         []byte
 	rn         int
@@ -195,12 +196,14 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // goes to the client in few writes, and a stream still goes out as soon as
 // the upstream pauses.
 func (c *h1Conn) Read(p []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(p, c.pre)
-		if c.pre = c.pre[n:]; len(c.pre) == 0 {
-			c.releasePre()
+	if c.inFirst {
+		// br's fill from within readFirst: the raw read is already
+		// running, and holds the socket.
+		n, again, err := h1.ReadFD(c.firstFD, p)
+		if again {
+			return 0, errAgain
 		}
-		return n, nil
+		return n, err
 	}
 	if err := c.preErr; err != nil {
 		c.preErr = nil
@@ -279,25 +282,26 @@ func (c *h1Conn) attachReader() {
 	c.br.Reset(c)
 }
 
+// errAgain is Read's answer, within readFirst, when the socket has
+// nothing yet.
+var errAgain = errors.New("proxy: nothing to read yet")
+
 // waitResponse waits for the first bytes of a response and reads them
-// into a buffer taken only once the socket has some (c.pre, which Read
-// serves first), as the serving engine does for a request: the wait holds
-// no buffer. An error is kept for Read to return (c.preErr), so that the
-// head's reader sees it where it would have seen it from the socket.
+// into the read buffer (br), taken only once the socket has some, as the
+// serving engine does for a request: the wait holds no buffer. An error is
+// kept for Read to return (c.preErr), so that the head's reader sees it
+// where it would have seen it from the socket.
 func (c *h1Conn) waitResponse() {
 	if c.raw == nil {
 		return
 	}
-	c.rn, c.rerr = 0, nil
+	c.rerr = nil
 	if err := c.raw.Read(c.firstFn); err != nil {
 		c.rerr = err // a deadline, or the connection closed
 	}
-	switch {
-	case c.rerr != nil:
+	if c.rerr != nil {
 		c.preErr = c.rerr
-		c.releasePre()
-	case c.rn > 0:
-		c.pre = (*c.preBuf)[:c.rn]
+		c.releaseReader()
 	}
 }
 
@@ -327,7 +331,10 @@ func (c *h1Conn) exchange(head, body []byte) error {
 }
 
 // readFirst is waitResponse's raw read callback. Called first with
-// exchange's request pending, it sends it and waits.
+// exchange's request pending, it sends it and waits. Once the socket is
+// readable it takes the read buffer and fills it straight from the socket
+// (Read, with inFirst set), so the response is read once, into the buffer
+// it is parsed and copied from; nothing there yet gives the buffer back.
 func (c *h1Conn) readFirst(fd uintptr) bool {
 	if c.out[0] != nil {
 		err := c.send(c.out[0], c.out[1])
@@ -339,24 +346,29 @@ func (c *h1Conn) readFirst(fd uintptr) bool {
 		}
 		return false
 	}
-	if c.preBuf == nil {
-		c.preBuf = h1.GetBuffer(readBufSize)
+	if c.br == nil {
+		c.attachReader()
 	}
-	n, again, err := h1.ReadFD(fd, *c.preBuf)
-	if again {
-		c.releasePre()
+	c.inFirst, c.firstFD = true, fd
+	_, err := c.br.Peek(1)
+	c.inFirst = false
+	switch {
+	case err == errAgain:
+		c.releaseReader()
 		return false
+	case err != nil:
+		c.rerr = err // bufio has handed it over: Read returns it again (preErr)
 	}
-	c.rn, c.rerr = n, err
 	return true
 }
 
-func (c *h1Conn) releasePre() {
-	if c.preBuf != nil {
-		h1.PutBuffer(c.preBuf)
-		c.preBuf = nil
+// releaseReader gives the read buffer back.
+func (c *h1Conn) releaseReader() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.br = nil
 	}
-	c.pre = nil
 }
 
 func (c *h1Conn) detach() {
@@ -365,12 +377,7 @@ func (c *h1Conn) detach() {
 		h1.PutBuffer(c.head)
 		c.head = nil
 	}
-	if c.br != nil {
-		c.br.Reset(nil)
-		readerPool.Put(c.br)
-		c.br = nil
-	}
-	c.releasePre()
+	c.releaseReader()
 	c.preErr = nil
 	c.releaseWriter()
 }
@@ -459,7 +466,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 
 // put returns a connection whose exchange completed cleanly to the pool.
 func (t *h1Transport) put(c *h1Conn) {
-	if c.br != nil && c.br.Buffered() > 0 || len(c.pre) > 0 || c.broken.Load() {
+	if c.br != nil && c.br.Buffered() > 0 || c.broken.Load() {
 		c.close() // bytes after the response: the framing cannot be trusted
 		return
 	}
