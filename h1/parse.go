@@ -478,6 +478,16 @@ func plainPath(path string) bool {
 // queue, like HAProxy, does not, so that no two parsers on the way can
 // disagree on where a line ends).
 func cutLine(b []byte) (line, rest []byte, err *Error) {
+	if line, rest, err = cutLineEnd(b); err == nil && indexByte(line, '\r') >= 0 {
+		return nil, nil, errBareCR
+	}
+	return line, rest, err
+}
+
+// cutLineEnd is cutLine without the look for a CR inside the line, for a
+// parser that refuses one by the bytes each part of a line may hold (the
+// response head's status line and fields): a scan those checks make anyway.
+func cutLineEnd(b []byte) (line, rest []byte, err *Error) {
 	i := indexByte(b, '\n')
 	if i < 0 {
 		return b, nil, errRequestLine
@@ -485,11 +495,7 @@ func cutLine(b []byte) (line, rest []byte, err *Error) {
 	if i == 0 || b[i-1] != '\r' {
 		return nil, nil, errBareLF
 	}
-	line = b[:i-1]
-	if indexByte(line, '\r') >= 0 {
-		return nil, nil, errBareCR
-	}
-	return line, b[i+1:], nil
+	return b[:i-1], b[i+1:], nil
 }
 
 func trimOWS(b []byte) []byte {

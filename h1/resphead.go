@@ -40,7 +40,7 @@ var (
 // once, unless Transfer-Encoding overrides it.
 func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string) bool) (ResponseHead, error) {
 	rh := ResponseHead{ContentLength: -1}
-	line, rest, e := cutFieldLine(b)
+	line, rest, e := cutLineEnd(b)
 	if e != nil {
 		return rh, errResponseLineEnds
 	}
@@ -74,7 +74,7 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		te         bool
 	)
 	for {
-		line, rest, e = cutFieldLine(rest)
+		line, rest, e = cutLineEnd(rest)
 		if e != nil {
 			return rh, errResponseLineEnds
 		}
@@ -186,21 +186,6 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		rh.Close = true
 	}
 	return rh, nil
-}
-
-// cutFieldLine is cutLine for a response head, whose parser refuses a CR
-// in any line by the bytes each part may hold (the status line's and the
-// fields' checks): it looks only for the line's end and its CR, not for a
-// CR inside, a scan of every line the checks make anyway.
-func cutFieldLine(b []byte) (line, rest []byte, err *Error) {
-	i := indexByte(b, '\n')
-	if i < 0 {
-		return b, nil, errRequestLine
-	}
-	if i == 0 || b[i-1] != '\r' {
-		return nil, nil, errBareLF
-	}
-	return b[:i-1], b[i+1:], nil
 }
 
 func lastToken(v string) string {
