@@ -94,7 +94,7 @@ func (b *body) Read(p []byte) (int, error) {
 // proxy, which may send it twice) takes it without a copy.
 func (b *body) Held() []byte {
 	c := b.c
-	if b.done || b.err != nil || b.expect || b.framing != Length || int64(c.w-c.r) < b.left {
+	if !b.whole() {
 		return nil
 	}
 	p := (*c.rbuf)[c.r : c.r+int(b.left)]
@@ -102,6 +102,13 @@ func (b *body) Held() []byte {
 	b.left = 0
 	b.finish()
 	return p
+}
+
+// whole reports whether the read buffer holds all that is left of a
+// Content-Length body, with no 100 Continue owed: the rest is read without
+// touching the socket (Held, and the read session: session.go).
+func (b *body) whole() bool {
+	return !b.done && b.err == nil && !b.expect && b.framing == Length && int64(b.c.w-b.c.r) >= b.left
 }
 
 func (b *body) finish() {

@@ -590,20 +590,12 @@ func (c *conn) begin(n int) bool {
 		// does not bound the body: an upload takes as long as the
 		// handler lets it. A body already buffered is read without the
 		// socket, and keeps the deadline (two timer updates fewer).
-		if !c.bodyHeld() {
+		if !c.body.whole() {
 			c.setReadDeadline(time.Time{})
 		}
 	}
 	c.res.reset(r, h)
 	return true
-}
-
-// bodyHeld reports whether the request begin parsed has a Content-Length
-// body that the read buffer holds whole, with no 100 Continue owed: one
-// that is read without touching the socket.
-func (c *conn) bodyHeld() bool {
-	h := &c.q.head
-	return h.Framing == Length && !h.Expect100 && int64(c.w-c.r) >= h.ContentLength
 }
 
 // run serves the request begin parsed: it runs the handler and finishes

@@ -547,35 +547,18 @@ func canonicalize(b []byte) {
 // parseContentLength accepts 1*DIGIT, or a list of equal such values (RFC
 // 9110 section 8.6), up to 18 digits.
 func parseContentLength(s string) (int64, bool) {
-	// Nearly every value is plain digits: read them in one pass, with no
-	// list splitting or trimming.
-	if len(s) > 0 && len(s) <= 18 {
-		var m int64
-		i := 0
-		for ; i < len(s) && isDigit(s[i]); i++ {
-			m = m*10 + int64(s[i]-'0')
-		}
-		if i == len(s) {
-			return m, true
-		}
+	// Nearly every value is plain digits: read them with no list
+	// splitting or trimming.
+	if n, ok := parseDigits(s); ok {
+		return n, true
 	}
 	n := int64(-1)
 	for {
 		var f string
 		var more bool // a comma follows: so must another value ("5," is refused)
 		f, s, more = strings.Cut(s, ",")
-		f = strings.Trim(f, " \t")
-		if f == "" || len(f) > 18 {
-			return 0, false
-		}
-		var m int64
-		for i := 0; i < len(f); i++ {
-			if !isDigit(f[i]) {
-				return 0, false
-			}
-			m = m*10 + int64(f[i]-'0')
-		}
-		if n >= 0 && m != n {
+		m, ok := parseDigits(strings.Trim(f, " \t"))
+		if !ok || n >= 0 && m != n {
 			return 0, false
 		}
 		n = m
@@ -583,6 +566,21 @@ func parseContentLength(s string) (int64, bool) {
 			return n, true
 		}
 	}
+}
+
+// parseDigits reads 1 to 18 decimal digits.
+func parseDigits(f string) (int64, bool) {
+	if f == "" || len(f) > 18 {
+		return 0, false
+	}
+	var m int64
+	for i := 0; i < len(f); i++ {
+		if !isDigit(f[i]) {
+			return 0, false
+		}
+		m = m*10 + int64(f[i]-'0')
+	}
+	return m, true
 }
 
 // validHost checks a Host value: uri-host [ ":" port ] (RFC 9110 section

@@ -27,7 +27,7 @@ import (
 // does TLS, whose records are read by crypto/tls: it is served by readHead
 // and serveRequest alone.
 //
-// A Content-Length body that came whole with its head (bodyHeld) is read
+// A Content-Length body that came whole with its head (body.whole) is read
 // from the buffer alone, so its request is served inside, as one without a
 // body is: a 16 KiB upload costs one read, not two.
 
@@ -117,7 +117,7 @@ func (c *conn) step(fd uintptr) bool {
 		if !c.begin(n) {
 			return true
 		}
-		if h := &c.q.head; (h.Framing != NoBody && !c.bodyHeld()) || h.Upgrade || c.req.Method == http.MethodConnect {
+		if h := &c.q.head; (h.Framing != NoBody && !c.body.whole()) || h.Upgrade || c.req.Method == http.MethodConnect {
 			s.outcome = sessServe
 			return true
 		}
