@@ -61,9 +61,10 @@
 //   - The response buffers (the head, and up to 4 KiB of body) are taken at
 //     the first write and given back when the response is complete, as is
 //     the buffer the response lends its handler (KeepBuffer, KeepValues): the
-//     proxy reads an upstream response head into it, and the response's
-//     fields point there until the engine has written them, after the
-//     handler returned.
+//     proxy writes an upstream response's field lines there and hands them
+//     over (SetLines), or copies the head there and points the response's
+//     map fields into it; either way they stay until the engine has
+//     written them, after the handler returned.
 //   - A connection's request state (request, maps, context) is made at its
 //     first complete head: a connection that never sends one holds its
 //     goroutine and at most a 512-byte buffer.

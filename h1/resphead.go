@@ -16,6 +16,7 @@ type ResponseHead struct {
 	Close         bool          // the connection cannot carry another request
 	Upgrade       string        // the Upgrade value (for a 101)
 	KeepAlive     time.Duration // Keep-Alive: timeout=N, or 0
+	Date          bool          // a Date field is among the fields
 }
 
 // Errors of a response head. Each is one value: returning it allocates
@@ -39,35 +40,57 @@ var (
 // it names), Keep-Alive and Upgrade never reach h; Content-Length does,
 // once, unless Transfer-Encoding overrides it.
 func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string) bool) (ResponseHead, error) {
+	rh, _, _, err := parseResponse(b, h, vals, nil, skip)
+	return rh, err
+}
+
+// ParseResponseLines is ParseResponse for a head that is passed on as it
+// came: instead of adding the fields to a map it appends them to dst, one
+// "Name: value" line each with its CRLF, and returns the extended dst.
+// Content-Length is left out of the lines (it is in rh), as are the fields
+// ParseResponse leaves out of its map. ok is false for a head that needs
+// the map form: one with a Trailer field (the response writer must know
+// its trailers) or with a Connection option that names a field to drop;
+// the caller then parses b again with ParseResponse, which the names
+// canonicalized in place do not change.
+func ParseResponseLines(b, dst []byte, skip func(key string) bool) (rh ResponseHead, lines []byte, ok bool, err error) {
+	return parseResponse(b, nil, nil, dst, skip)
+}
+
+// parseResponse is ParseResponse into h, or ParseResponseLines into dst
+// when h is nil.
+func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip func(key string) bool) (ResponseHead, []byte, bool, error) {
 	rh := ResponseHead{ContentLength: -1}
 	line, rest, e := cutLineEnd(b)
 	if e != nil {
-		return rh, errResponseLineEnds
+		return rh, nil, false, errResponseLineEnds
 	}
 	// HTTP-version SP 3DIGIT SP [reason-phrase]; a missing reason with no
 	// space is accepted as net/http does.
 	if len(line) < 12 || str(line[:7]) != "HTTP/1." || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
-		return rh, ErrStatusLine
+		return rh, nil, false, ErrStatusLine
 	}
 	http10 := line[7] == '0'
 	if line[7] != '0' && line[7] != '1' {
-		return rh, ErrStatusLine
+		return rh, nil, false, ErrStatusLine
 	}
 	for _, c := range line[9:12] {
 		if !isDigit(c) {
-			return rh, ErrStatusLine
+			return rh, nil, false, ErrStatusLine
 		}
 		rh.Status = rh.Status*10 + int(c-'0')
 	}
 	if rh.Status < 100 {
-		return rh, ErrStatusLine
+		return rh, nil, false, ErrStatusLine
 	}
 	for _, c := range line[min(len(line), 13):] {
 		if c < ' ' && c != '\t' || c == 0x7f {
-			return rh, ErrStatusLine
+			return rh, nil, false, ErrStatusLine
 		}
 	}
-	*vals = (*vals)[:0]
+	if h != nil {
+		*vals = (*vals)[:0]
+	}
 	var (
 		connection []byte
 		conns      int
@@ -76,28 +99,28 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 	for {
 		line, rest, e = cutLineEnd(rest)
 		if e != nil {
-			return rh, errResponseLineEnds
+			return rh, nil, false, errResponseLineEnds
 		}
 		if len(line) == 0 {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return rh, ErrResponseField // obs-fold (RFC 9112 section 5.2)
+			return rh, nil, false, ErrResponseField // obs-fold (RFC 9112 section 5.2)
 		}
 		colon := indexByte(line, ':')
 		if colon <= 0 {
-			return rh, ErrResponseField
+			return rh, nil, false, ErrResponseField
 		}
 		name := line[:colon]
 		for _, c := range name {
 			if !isTchar(c) {
-				return rh, ErrResponseField
+				return rh, nil, false, ErrResponseField
 			}
 		}
 		value := trimOWS(line[colon+1:])
 		for _, c := range value {
 			if c < ' ' && c != '\t' || c == 0x7f {
-				return rh, ErrResponseField
+				return rh, nil, false, ErrResponseField
 			}
 		}
 		canonicalize(name)
@@ -106,10 +129,11 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		case "Content-Length":
 			n, ok := parseContentLength(v)
 			if !ok || (rh.ContentLength >= 0 && n != rh.ContentLength) {
-				return rh, ErrResponseFraming
+				return rh, nil, false, ErrResponseFraming
 			}
-			if rh.ContentLength >= 0 {
-				continue // a repeated, equal value is sent once
+			if rh.ContentLength >= 0 || h == nil {
+				rh.ContentLength = n
+				continue // a repeated, equal value is sent once; lines leave it to rh
 			}
 			rh.ContentLength = n
 		case "Transfer-Encoding":
@@ -135,8 +159,18 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		case "Upgrade":
 			rh.Upgrade = v
 			continue
+		case "Date":
+			rh.Date = true
+		case "Trailer":
+			if h == nil {
+				return rh, nil, false, nil
+			}
 		}
 		if skip != nil && skip(key) {
+			continue
+		}
+		if h == nil {
+			dst = append(append(append(append(dst, name...), ": "...), value...), "\r\n"...)
 			continue
 		}
 		*vals = append(*vals, v)
@@ -148,7 +182,7 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		}
 	}
 	if len(rest) != 0 {
-		return rh, ErrResponseField
+		return rh, nil, false, ErrResponseField
 	}
 	if te {
 		// Transfer-Encoding overrides Content-Length (RFC 9112 section
@@ -177,6 +211,9 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		default:
 			// A field the connection option names is hop-by-hop (RFC 9110
 			// section 7.6.1).
+			if h == nil {
+				return rh, nil, false, nil
+			}
 			delete(h, http.CanonicalHeaderKey(tok))
 		}
 	}
@@ -185,7 +222,7 @@ func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string
 		// an HTTP/1.0 message is faulty framing (RFC 9112 section 6.1).
 		rh.Close = true
 	}
-	return rh, nil
+	return rh, dst, true, nil
 }
 
 func lastToken(v string) string {

@@ -53,6 +53,10 @@ type response struct {
 
 	keep *[]byte  // KeepBuffer's, until the response is complete
 	vals []string // KeepValues', reused
+
+	lines     []byte // SetLines' field lines, written before hdr's
+	linesCL   int64  // the Content-Length that came with them, or -1
+	linesDate bool   // a Date field is among them
 }
 
 func (w *response) reset(r *http.Request, h *Head) {
@@ -63,6 +67,7 @@ func (w *response) reset(r *http.Request, h *Head) {
 	w.status, w.wroteHeader, w.headSent, w.chunked = 0, false, false, false
 	w.cl, w.written, w.noBody, w.closeAfter, w.err = -1, 0, false, h.Close, nil
 	w.trailers = w.trailers[:0]
+	w.lines, w.linesCL, w.linesDate = nil, -1, false
 }
 
 // KeepBuffer returns n bytes that stay the handler's until the response
@@ -75,6 +80,18 @@ func (w *response) KeepBuffer(n int) []byte {
 		w.keep = getBuf(n)
 	}
 	return (*w.keep)[:n]
+}
+
+// SetLines gives the response field lines that are written as they are,
+// before Header()'s fields: whole "Name: value" lines with their CRLF,
+// names and values valid, none of them a framing or connection field (the
+// proxy's h1.ParseResponseLines). contentLength is the Content-Length that
+// came with them (-1: none) and date whether a Date field is among them.
+// lines must stay unchanged until the response is complete (KeepBuffer's
+// storage). It is called before WriteHeader; a Content-Length in Header()
+// wins over contentLength.
+func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
+	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
 }
 
 // KeepValues returns scratch space for header value slices that stays the
@@ -110,12 +127,17 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.status, w.wroteHeader = code, true
 	w.noBody = code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
+	cl := w.linesCL
 	if v := w.hdr["Content-Length"]; len(v) > 0 {
-		// A 304 keeps the length of the representation it stands for
-		// (RFC 9110 section 8.6); it sends no body either way.
-		if n, ok := parseContentLength(v[0]); ok && (!w.noBody || code == http.StatusNotModified) {
-			w.cl = n
+		cl = -1
+		if n, ok := parseContentLength(v[0]); ok {
+			cl = n
 		}
+	}
+	// A 304 keeps the length of the representation it stands for (RFC 9110
+	// section 8.6); it sends no body either way.
+	if cl >= 0 && (!w.noBody || code == http.StatusNotModified) {
+		w.cl = cl
 	}
 	if v := w.hdr["Trailer"]; len(v) > 0 {
 		for _, t := range v {
@@ -145,6 +167,7 @@ func (w *response) writeInformational(code int) {
 	b = append(b, "HTTP/1.1 "...)
 	b = appendStatus(b, code)
 	b = append(b, "\r\n"...)
+	b = append(b, w.lines...)
 	b = w.appendFields(b)
 	b = append(b, "\r\n"...)
 	*w.hb = b
@@ -289,6 +312,7 @@ func (w *response) buildHead() {
 	b = append(b, "HTTP/1.1 "...)
 	b = appendStatus(b, w.status)
 	b = append(b, "\r\n"...)
+	b = append(b, w.lines...)
 	b = w.appendFields(b)
 	switch {
 	case w.noBody:
@@ -317,7 +341,7 @@ func (w *response) buildHead() {
 	case w.proto10 && w.ka10:
 		b = append(b, "Connection: keep-alive\r\n"...)
 	}
-	if _, ok := w.hdr["Date"]; !ok {
+	if _, ok := w.hdr["Date"]; !ok && !w.linesDate {
 		b = append(b, "Date: "...)
 		b = appendDate(b)
 		b = append(b, "\r\n"...)
@@ -328,7 +352,7 @@ func (w *response) buildHead() {
 
 func (w *response) headBuf() []byte {
 	if w.hb == nil {
-		w.hb = getBuf(2 << 10)
+		w.hb = getBuf(len(w.lines) + 1<<10)
 	}
 	return (*w.hb)[:0]
 }

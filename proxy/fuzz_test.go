@@ -75,6 +75,10 @@ func FuzzParseHead(f *testing.F) {
 			}
 		}
 
+		if err == nil {
+			linesAgree(t, head, rh, h)
+		}
+
 		resp, rerr := http.ReadResponse(bufio.NewReader(strings.NewReader(head)), nil)
 		if err != nil || rerr != nil {
 			return

@@ -364,23 +364,47 @@ func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n
 	return append(b, "\r\n"...)
 }
 
-// readHead reads response heads until a final one (or a 101) and adds its
-// fields to h. Informational responses other than 101 are skipped.
+// readHead reads response heads until a final one (or a 101). Informational
+// responses other than 101 are skipped. For queue's HTTP/1.1 engine
+// (c.keeper) the final head's fields are kept as lines in the response's
+// keep buffer and handed to it (SetLines), so that it writes them out as
+// they are; for another writer, or a head that needs it
+// (h1.ParseResponseLines), they are added to h.
 func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, error) {
 	for i := 0; ; i++ {
 		b, err := c.readBlock(max, i == 0)
 		if err != nil {
 			return respHead{}, err
 		}
-		vals := &c.vals
-		if c.keeper != nil {
-			vals = c.keeper.KeepValues() // the head is written after the exchange
+		var (
+			rh      respHead
+			lines   []byte
+			asLines bool
+		)
+		if c.keeper != nil && !is101(b) {
+			// A line may grow by the space after its colon: a quarter more
+			// room (a field line is at least four bytes) is always enough.
+			dst := c.keeper.KeepBuffer(len(b) + len(b)/4)
+			rh, lines, asLines, err = parseResponseLines(b, dst[:0])
+			if err != nil {
+				return rh, err
+			}
 		}
-		rh, err := parseResponse(b, h, vals)
-		if err != nil {
-			return rh, err
+		if !asLines {
+			vals := &c.vals
+			if c.keeper != nil {
+				vals = c.keeper.KeepValues() // the head is written after the exchange
+			}
+			b = c.own(b)
+			rh, err = parseResponse(b, h, vals)
+			if err != nil {
+				return rh, err
+			}
 		}
 		if rh.Status >= 200 || rh.Status == http.StatusSwitchingProtocols {
+			if asLines {
+				c.keeper.SetLines(lines, rh.ContentLength, rh.Date)
+			}
 			if method == http.MethodHead || rh.Status == http.StatusNoContent || rh.Status == http.StatusNotModified {
 				rh.Chunked, rh.ContentLength = false, 0
 			} else if !rh.Chunked && rh.ContentLength < 0 && rh.Status != http.StatusSwitchingProtocols {
@@ -391,6 +415,9 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 		if i == max1xx {
 			return rh, fmt.Errorf("%w: too many 1xx responses", errBadResponse)
 		}
+		if asLines {
+			continue
+		}
 		conn := h[headers.Connection] // queue's own "close", if any
 		clear(h)
 		if conn != nil {
@@ -399,9 +426,14 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 	}
 }
 
-// readBlock reads the next response head into c.head and returns it. The
-// head is usually in the read buffer whole and is copied out at once; a
-// head larger than the buffer is gathered line by line.
+// is101 reports whether the response head b is a 101, whose fields the
+// tunnel writes from the map.
+func is101(b []byte) bool { return len(b) > 12 && string(b[9:12]) == "101" }
+
+// readBlock reads the next response head and returns it, valid until the
+// next read of the connection. The head is usually in the read buffer
+// whole; a head larger than the buffer is gathered line by line into
+// c.head.
 func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 	if c.br == nil && !c.waited {
 		c.waitResponse()
@@ -423,10 +455,8 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 			if n > max {
 				return nil, fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
 			}
-			b := c.headBuf(n)
-			copy(b, buf)
-			br.Discard(n)
-			return b, nil
+			br.Discard(n) // the bytes stay in place until the next read
+			return buf[:n], nil
 		}
 		if br.Buffered() == br.Size() || br.Buffered() > max {
 			break
@@ -452,7 +482,8 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 			return nil, fmt.Errorf("read response head: %w", noEOF(err))
 		}
 		if lineStart && (len(line) == 1 || (len(line) == 2 && line[0] == '\r')) {
-			b := c.headBuf(bb.Len())
+			c.head = growBuf(c.head, bb.Len())
+			b := (*c.head)[:bb.Len()]
 			copy(b, bb.B)
 			return b, nil
 		}
@@ -460,18 +491,32 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 	}
 }
 
-// headBuf returns n bytes for a response head: the client response's own
-// (keeper, queue's HTTP/1.1 engine, which writes the head after the handler
-// returns), else c.head, taken or grown to n bytes.
-func (c *h1Conn) headBuf(n int) []byte {
+// own copies the head b where a map's fields may point into it until the
+// response is written: the client response's keep buffer (keeper, queue's
+// HTTP/1.1 engine, which writes the head after the handler returns), else
+// c.head, which goes back with the connection.
+func (c *h1Conn) own(b []byte) []byte {
+	var dst []byte
 	if c.keeper != nil {
-		return c.keeper.KeepBuffer(n)
+		dst = c.keeper.KeepBuffer(len(b))
+	} else {
+		if c.head != nil && &(*c.head)[:1][0] == &b[0] {
+			return b // gathered there by readBlock
+		}
+		c.head = growBuf(c.head, len(b))
+		dst = (*c.head)[:len(b)]
 	}
-	if c.head == nil || cap(*c.head) < n {
-		h1.PutBuffer(c.head)
-		c.head = h1.GetBuffer(n)
+	copy(dst, b)
+	return dst
+}
+
+// growBuf returns b, or a pooled buffer of at least n bytes in its place.
+func growBuf(b *[]byte, n int) *[]byte {
+	if b == nil || cap(*b) < n {
+		h1.PutBuffer(b)
+		b = h1.GetBuffer(n)
 	}
-	return (*c.head)[:n]
+	return b
 }
 
 // noEOF turns a clean EOF in the middle of a message into
@@ -495,6 +540,7 @@ type heldBody interface{ Held() []byte }
 type keeper interface {
 	KeepBuffer(n int) []byte
 	KeepValues() *[]string
+	SetLines(lines []byte, contentLength int64, date bool)
 }
 
 // keeperOf finds w's keeper through the layers' wrappers (Unwrap), or nil.

@@ -6,18 +6,22 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/h1"
 )
 
 // rawUpstream is a fake upstream on raw TCP: serve runs for every accepted
@@ -157,6 +161,7 @@ func TestH1ResponseFraming(t *testing.T) {
 		wantCode    int
 		wantBody    string
 		wantHeader  map[string]string // "" means absent
+		wantValues  map[string][]string
 		wantTrailer map[string]string
 		wantAccepts int64
 	}{{
@@ -165,6 +170,15 @@ func TestH1ResponseFraming(t *testing.T) {
 		wantCode:    200,
 		wantBody:    "hello",
 		wantHeader:  map[string]string{"X-A": "a"},
+		wantAccepts: 1,
+	}, {
+		// The upstream's Date is passed on, and no second one added.
+		name:        "date and repeated fields",
+		resp:        "HTTP/1.1 200 OK\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\nSet-Cookie: a=1\r\nContent-Length: 2\r\nset-cookie:b=2 \r\n\r\nok",
+		wantCode:    200,
+		wantBody:    "ok",
+		wantHeader:  map[string]string{"Date": "Mon, 02 Jan 2006 15:04:05 GMT", "Content-Length": "2"},
+		wantValues:  map[string][]string{"Date": {"Mon, 02 Jan 2006 15:04:05 GMT"}, "Set-Cookie": {"a=1", "b=2"}},
 		wantAccepts: 1,
 	}, {
 		name: "chunked with extensions and trailers",
@@ -274,41 +288,86 @@ func TestH1ResponseFraming(t *testing.T) {
 		wantAccepts: 2,
 	}}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			up := cannedUpstream(t, tt.resp, tt.closeAfter)
-			c, url := frontFor(t, up.addr)
-			method := tt.method
-			if method == "" {
-				method = http.MethodGet
-			}
-			for i := range 2 {
-				o := exchange(c, method, url+"/x", nil)
-				if o.err != nil {
-					t.Fatalf("request %d: %v", i, o.err)
+		for _, front := range fronts {
+			t.Run(tt.name+"/"+front.name, func(t *testing.T) {
+				t.Parallel()
+				up := cannedUpstream(t, tt.resp, tt.closeAfter)
+				c, url := front.serve(t, up.addr)
+				method := tt.method
+				if method == "" {
+					method = http.MethodGet
 				}
-				if got, want := o.code, tt.wantCode; got != want {
-					t.Errorf("request %d: status = %d, want %d", i, got, want)
-				}
-				if got, want := o.body, tt.wantBody; got != want {
-					t.Errorf("request %d: body = %q, want %q", i, got, want)
-				}
-				for k, want := range tt.wantHeader {
-					if got := o.header.Get(k); got != want {
-						t.Errorf("request %d: header %s = %q, want %q", i, k, got, want)
+				for i := range 2 {
+					o := exchange(c, method, url+"/x", nil)
+					if o.err != nil {
+						t.Fatalf("request %d: %v", i, o.err)
+					}
+					if got, want := o.code, tt.wantCode; got != want {
+						t.Errorf("request %d: status = %d, want %d", i, got, want)
+					}
+					if got, want := o.body, tt.wantBody; got != want {
+						t.Errorf("request %d: body = %q, want %q", i, got, want)
+					}
+					for k, want := range tt.wantHeader {
+						if got := o.header.Get(k); got != want {
+							t.Errorf("request %d: header %s = %q, want %q", i, k, got, want)
+						}
+					}
+					for k, want := range tt.wantValues {
+						if got := o.header[k]; !slices.Equal(got, want) {
+							t.Errorf("request %d: header %s = %q, want %q", i, k, got, want)
+						}
+					}
+					for k, want := range tt.wantTrailer {
+						if got := o.trailer.Get(k); got != want {
+							t.Errorf("request %d: trailer %s = %q, want %q (trailers %v)", i, k, got, want, o.trailer)
+						}
 					}
 				}
-				for k, want := range tt.wantTrailer {
-					if got := o.trailer.Get(k); got != want {
-						t.Errorf("request %d: trailer %s = %q, want %q (trailers %v)", i, k, got, want, o.trailer)
-					}
+				if got, want := up.accepts.Load(), tt.wantAccepts; got != want {
+					t.Errorf("upstream accepted %d connections for 2 requests, want %d", got, want)
 				}
-			}
-			if got, want := up.accepts.Load(), tt.wantAccepts; got != want {
-				t.Errorf("upstream accepted %d connections for 2 requests, want %d", got, want)
-			}
-		})
+			})
+		}
 	}
+}
+
+// fronts are the two servers a Proxy runs behind: net/http's (HTTP/2 and
+// the tests' httptest), whose response fields the proxy adds to the map,
+// and queue's HTTP/1.1 engine, to which it hands them as lines
+// (readHead).
+var fronts = []struct {
+	name  string
+	serve func(t *testing.T, upstream string) (*http.Client, string)
+}{
+	{"net-http", frontFor},
+	{"h1", frontH1},
+}
+
+// frontH1 is frontFor with queue's HTTP/1.1 engine (h1.Server) in front.
+func frontH1(t *testing.T, upstream string) (*http.Client, string) {
+	t.Helper()
+	p, err := New(Config{Upstream: upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1.Server{Handler: p}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, h1.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		p.Close()
+	})
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, "http://" + ln.Addr().String()
 }
 
 // TestH1MalformedResponse: a response head queue cannot accept gets 502

@@ -25,6 +25,17 @@ func parseResponse(b []byte, h http.Header, vals *[]string) (respHead, error) {
 	return rh, nil
 }
 
+// parseResponseLines is parseResponse with the fields appended to dst as
+// lines (h1.ParseResponseLines); ok is false for a head that must be
+// parsed into a map after all.
+func parseResponseLines(b, dst []byte) (rh respHead, lines []byte, ok bool, err error) {
+	rh, lines, ok, err = h1.ParseResponseLines(b, dst, isHopByHop)
+	if err != nil {
+		return rh, nil, false, fmt.Errorf("%w: %w", errBadResponse, err)
+	}
+	return rh, lines, ok, nil
+}
+
 // isHopByHop is headers.IsHopByHop for fields named by no Connection
 // option: the ones h1.ParseResponse leaves to its caller.
 func isHopByHop(key string) bool { return headers.IsHopByHop(key, nil) }

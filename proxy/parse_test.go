@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 	"testing"
@@ -164,6 +168,12 @@ func TestParseHead(t *testing.T) {
 		{name: "del in value", in: "HTTP/1.1 200 OK\nX-A: a\x7fb\n\n", wantErr: true},
 		{name: "control in value", in: "HTTP/1.1 200 OK\nX-A: a\x01\n\n", wantErr: true},
 		{name: "bare cr line", in: "HTTP/1.1 200 OK\r\n\r\r\n\r\n", bareLF: true, wantErr: true},
+
+		// What the lines form (parseResponseLines) needs to know.
+		{name: "date", in: "HTTP/1.1 200 OK\nDate: Wed, 25 Nov 2026 21:00:00 GMT\nX-A:1\n\n", want: rh{Status: 200, ContentLength: -1, Date: true}, wantH: http.Header{"Date": {"Wed, 25 Nov 2026 21:00:00 GMT"}, "X-A": {"1"}}},
+		{name: "trailer", in: "HTTP/1.1 200 OK\nTrailer: X-T\nTransfer-Encoding: chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{"Trailer": {"X-T"}}},
+		{name: "connection names a field", in: "HTTP/1.1 200 OK\nX-Hop: 1\nConnection: x-hop\nX-B: 2\n\n", want: rh{Status: 200, ContentLength: -1}, wantH: http.Header{"X-B": {"2"}}},
+		{name: "repeated field", in: "HTTP/1.1 200 OK\nSet-Cookie: a=1\nset-cookie:b=2\nContent-Length: 3\n\n", want: rh{Status: 200, ContentLength: 3}, wantH: http.Header{"Set-Cookie": {"a=1", "b=2"}, "Content-Length": {"3"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +184,9 @@ func TestParseHead(t *testing.T) {
 			}
 			h := http.Header{}
 			got, err := parseHead(in, h)
+			if _, _, _, lerr := parseHeadLines(in); (lerr == nil) != (err == nil) {
+				t.Errorf("parseResponseLines(%q) error = %v, parseResponse's = %v", in, lerr, err)
+			}
 			if tt.wantErr {
 				if !errors.Is(err, errBadResponse) {
 					t.Errorf("parseHead(%q) error = %v, want errBadResponse", in, err)
@@ -186,6 +199,7 @@ func TestParseHead(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("parseHead(%q) = %+v, want %+v", in, got, tt.want)
 			}
+			linesAgree(t, in, got, h)
 			for k, want := range tt.wantH {
 				if got := h[k]; !slices.Equal(got, want) {
 					t.Errorf("header %s = %q, want %q", k, got, want)
@@ -310,6 +324,52 @@ func TestParseContentLength(t *testing.T) {
 				t.Errorf("h1.ParseContentLength(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// parseHeadLines parses a response head given as a string into lines, as
+// readHead does for queue's HTTP/1.1 engine.
+func parseHeadLines(s string) (respHead, []byte, bool, error) {
+	b := []byte(s)
+	if n := h1.HeadEnd(b); n > 0 {
+		b = b[:n]
+	}
+	dst := make([]byte, 0, len(b)+len(b)/4) // what readHead gives
+	rh, lines, ok, err := parseResponseLines(b, dst)
+	if ok && cap(lines) != cap(dst) {
+		return rh, lines, ok, fmt.Errorf("lines of %d bytes outgrew their buffer of %d", len(lines), cap(dst))
+	}
+	return rh, lines, ok, err
+}
+
+// linesAgree checks that parseResponseLines gives what parseResponse gave
+// (rh and h) for the head in: the same head, and lines that carry h's
+// fields but Content-Length, which the lines leave to rh. When the lines
+// form declines, the head must be one it declines.
+func linesAgree(t *testing.T, in string, rh respHead, h http.Header) {
+	t.Helper()
+	got, lines, ok, err := parseHeadLines(in)
+	if err != nil {
+		t.Errorf("parseResponseLines(%q) error = %v, parseResponse accepted it", in, err)
+		return
+	}
+	if !ok {
+		if _, trailer := h["Trailer"]; !trailer && len(connectionNames(in)) == 0 {
+			t.Errorf("parseResponseLines(%q) declined a head with no Trailer and no Connection option", in)
+		}
+		return
+	}
+	if got != rh {
+		t.Errorf("parseResponseLines(%q) = %+v, parseResponse's %+v", in, got, rh)
+	}
+	back, err := textproto.NewReader(bufio.NewReader(strings.NewReader(string(lines) + "\r\n"))).ReadMIMEHeader()
+	if err != nil {
+		t.Fatalf("lines %q do not parse: %v", lines, err)
+	}
+	want := h.Clone()
+	delete(want, "Content-Length")
+	if !maps.EqualFunc(http.Header(back), want, slices.Equal) {
+		t.Errorf("parseResponseLines(%q) lines %q, want the fields %q", in, lines, want)
 	}
 }
 

@@ -134,7 +134,7 @@ type h1Conn struct {
 	head *[]byte
 	vals []string
 	// keeper is the client response's buffer keeper while an exchange for
-	// queue's HTTP/1.1 engine runs (headBuf), else nil.
+	// queue's HTTP/1.1 engine runs (readHead, own), else nil.
 	keeper keeper
 }
 
