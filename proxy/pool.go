@@ -36,6 +36,9 @@ type h1Transport struct {
 	closed   bool
 	retire   *time.Timer // runs retireIdle; created on first use
 	retireAt time.Time   // when retire fires; zero while it is not armed
+	// retireBefore is retireAt less retireSlack: a connection that expires
+	// before it needs the timer moved earlier (put).
+	retireBefore time.Time
 
 	liveMu    sync.Mutex
 	live      map[*h1Conn]struct{} // every open connection, for the reaper
@@ -493,8 +496,8 @@ func (t *h1Transport) put(c *h1Conn) {
 	t.idle = append(t.idle, c)
 	// Once armed, the timer stays armed while connections are idle, and
 	// retireIdle re-arms it: most puts only compare.
-	if at := c.expires.Add(retireSlack); !c.expires.IsZero() && (t.retireAt.IsZero() || at.Before(t.retireAt)) {
-		t.armLocked(at, now)
+	if !c.expires.IsZero() && (t.retireAt.IsZero() || c.expires.Before(t.retireBefore)) {
+		t.armLocked(c.expires.Add(retireSlack), now)
 	}
 	t.mu.Unlock()
 }
@@ -516,7 +519,7 @@ func (t *h1Transport) idleLimit(keepAlive time.Duration) time.Duration {
 
 // armLocked sets the retire timer to fire at at; t.mu is held.
 func (t *h1Transport) armLocked(at, now time.Time) {
-	t.retireAt = at
+	t.retireAt, t.retireBefore = at, at.Add(-retireSlack)
 	if t.retire == nil {
 		t.retire = time.AfterFunc(at.Sub(now), t.retireIdle)
 		return

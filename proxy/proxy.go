@@ -176,12 +176,11 @@ func (p *Proxy) deadline(r *http.Request) time.Time { return p.deadlineAt(r, tim
 func (p *Proxy) deadlineAt(r *http.Request, now time.Time) time.Time {
 	var d time.Time
 	if p.timeout > 0 {
-		// Rounded up to a 16th of the timeout (at most 1 s), so that
-		// consecutive requests on an upstream connection share a deadline
-		// and skip the timer update (h1Conn.setDeadline). A request may so
-		// run up to 1/16 longer than --timeout.
-		g := min(max(p.timeout/16, time.Millisecond), time.Second)
-		d = now.Add(p.timeout + g).Truncate(g)
+		// Rounded up (h1.Deadline), so that consecutive requests on an
+		// upstream connection share a deadline and skip the timer update
+		// (h1Conn.setDeadline). A request may so run up to 1/16 longer
+		// than --timeout.
+		d = h1.Deadline(now, p.timeout)
 	}
 	if cd, ok := r.Context().Deadline(); ok && (d.IsZero() || cd.Before(d)) {
 		d = cd
