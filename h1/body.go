@@ -290,10 +290,8 @@ ext:
 	if len(rest) > 0 && rest[0] != ';' {
 		return 0, false
 	}
-	for _, c := range rest {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return 0, false
-		}
+	if !validValue(rest) {
+		return 0, false
 	}
 	return n, true
 }

@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"net/url"
@@ -236,21 +237,16 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 			return errFieldName
 		}
 		name := line[:colon]
-		for i, c := range name {
-			if !isTchar(c) {
-				if (c == ' ' || c == '\t') && i > 0 {
-					return errSpaceColon // RFC 9112 section 5.1: MUST reject
-				}
-				return errFieldName
+		if i := canonicalToken(name); i >= 0 {
+			if c := name[i]; (c == ' ' || c == '\t') && i > 0 {
+				return errSpaceColon // RFC 9112 section 5.1: MUST reject
 			}
+			return errFieldName
 		}
 		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return errFieldValue
-			}
+		if !validValue(value) {
+			return errFieldValue
 		}
-		canonicalize(name)
 		key, v := str(name), str(value)
 		switch key {
 		case "Host":
@@ -529,19 +525,57 @@ func asciiTable(extra string) (t [128]bool) {
 	return t
 }
 
-// canonicalize rewrites a valid field name in place into the canonical
-// form net/http uses for map keys ("content-type" -> "Content-Type").
-func canonicalize(b []byte) {
+// canonicalToken checks that the field name b is a token and rewrites it in
+// place into the canonical form net/http uses for map keys ("content-type"
+// -> "Content-Type"), in one pass. It returns the index of the first byte
+// that is not a token character, or -1; b is then partly rewritten.
+func canonicalToken(b []byte) int {
 	upper := true
 	for i, c := range b {
-		switch {
-		case upper && 'a' <= c && c <= 'z':
-			b[i] = c - ('a' - 'A')
-		case !upper && 'A' <= c && c <= 'Z':
+		if !isTchar(c) {
+			return i
+		}
+		if upper {
+			if 'a' <= c && c <= 'z' {
+				b[i] = c - ('a' - 'A')
+			}
+		} else if 'A' <= c && c <= 'Z' {
 			b[i] = c + ('a' - 'A')
 		}
 		upper = c == '-'
 	}
+	return -1
+}
+
+// validValue reports whether a field value (or a reason phrase, or a chunk
+// extension) holds no control character but HTAB: RFC 9110 section 5.5
+// allows visible ASCII, SP, HTAB and obs-text (0x80 to 0xff). It looks at
+// eight bytes at a time: a word with no byte below 0x20 and none equal to
+// 0x7f passes whole, and only a word that has one, which may be a tab, is
+// looked at byte by byte.
+func validValue(v []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		x := binary.LittleEndian.Uint64(v[i:])
+		y := x ^ (ones * 0x7f)
+		// A byte below 0x20 borrows into its high bit, as does a zero
+		// byte of y (a 0x7f of x); bytes of 0x80 and above have theirs
+		// set in x and are masked out.
+		if ((x-ones*0x20)&^x|(y-ones)&^y)&highs != 0 && !validBytes(v[i:i+8]) {
+			return false
+		}
+	}
+	return validBytes(v[i:])
+}
+
+func validBytes(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // parseContentLength accepts 1*DIGIT, or a list of equal such values (RFC

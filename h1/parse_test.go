@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -331,6 +332,32 @@ func TestIsPrefaceStart(t *testing.T) {
 	for _, in := range []string{"PRX", "GET / HTTP/1.1", "PRI * HTTP/2.0\r\n\r\nXX"} {
 		if isPrefaceStart([]byte(in)) {
 			t.Errorf("isPrefaceStart(%q) = true, want false", in)
+		}
+	}
+}
+
+// TestValidValue checks the word-at-a-time validValue against the plain
+// byte loop: every byte value at every position of values from 0 to 20
+// bytes long, around one word boundary and the tail, on a background of
+// allowed bytes (visible ASCII, SP, HTAB, obs-text).
+func TestValidValue(t *testing.T) {
+	t.Parallel()
+	for _, fill := range []byte{'a', ' ', '\t', 0x80, 0xff, '~'} {
+		for n := 0; n <= 20; n++ {
+			v := bytes.Repeat([]byte{fill}, n)
+			if !validValue(v) {
+				t.Fatalf("validValue(%q) = false", v)
+			}
+			for i := range n {
+				for c := 0; c < 256; c++ {
+					v[i] = byte(c)
+					want := c >= ' ' && c != 0x7f || c == '\t'
+					if got := validValue(v); got != want || validBytes(v) != want {
+						t.Fatalf("validValue(%q) = %v, want %v", v, got, want)
+					}
+				}
+				v[i] = fill
+			}
 		}
 	}
 }

@@ -83,10 +83,8 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 	if rh.Status < 100 {
 		return rh, nil, false, ErrStatusLine
 	}
-	for _, c := range line[min(len(line), 13):] {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return rh, nil, false, ErrStatusLine
-		}
+	if !validValue(line[min(len(line), 13):]) {
+		return rh, nil, false, ErrStatusLine
 	}
 	if h != nil {
 		*vals = (*vals)[:0]
@@ -112,18 +110,13 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 			return rh, nil, false, ErrResponseField
 		}
 		name := line[:colon]
-		for _, c := range name {
-			if !isTchar(c) {
-				return rh, nil, false, ErrResponseField
-			}
+		if canonicalToken(name) >= 0 {
+			return rh, nil, false, ErrResponseField
 		}
 		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return rh, nil, false, ErrResponseField
-			}
+		if !validValue(value) {
+			return rh, nil, false, ErrResponseField
 		}
-		canonicalize(name)
 		key, v := str(name), str(value)
 		switch key {
 		case "Content-Length":
@@ -276,29 +269,6 @@ func ParseChunkSize(line []byte) (int64, bool) { return parseChunkSize(line) }
 // ParseContentLength parses a Content-Length value: 1*DIGIT, or a list of
 // equal such values (RFC 9110 section 8.6), up to 18 digits.
 func ParseContentLength(v string) (int64, bool) { return parseContentLength(v) }
-
-// ValidFieldName reports whether name is a token (RFC 9110 section 5.1).
-func ValidFieldName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if !isTchar(name[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidFieldValue reports whether v holds no control character but HTAB.
-func ValidFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 // GetBuffer returns a pooled buffer of at least n bytes (at most 64 KiB
 // are pooled); PutBuffer gives it back. The client side of the proxy and

@@ -141,6 +141,8 @@ type Outbound struct {
 	TETrailers bool
 
 	peer       netip.Addr
+	peerBuf    [45]byte // peerText's: an IPv6 address's longest text
+	peerLen    uint8
 	proto      string   // this hop's scheme
 	connection []string // inbound Connection values: the headers they name are hop-by-hop
 	xff        []string // kept X-Forwarded-For values
@@ -245,14 +247,19 @@ func (o *Outbound) AppendXFF(dst []byte) []byte {
 			dst = append(dst, ", "...)
 		}
 	}
-	return appendPeer(dst, o.peer)
-}
-
-func appendPeer(dst []byte, a netip.Addr) []byte {
-	if !a.IsValid() {
+	if !o.peer.IsValid() {
 		return append(dst, "unknown"...)
 	}
-	return a.Unmap().WithZone("").AppendTo(dst)
+	return append(dst, o.peerText()...)
+}
+
+// peerText is the peer's address as text, unmapped and without a zone,
+// formatted once for both X-Forwarded-For and Forwarded.
+func (o *Outbound) peerText() []byte {
+	if o.peerLen == 0 {
+		o.peerLen = uint8(len(o.peer.Unmap().WithZone("").AppendTo(o.peerBuf[:0])))
+	}
+	return o.peerBuf[:o.peerLen]
 }
 
 // AppendForwarded appends the Forwarded value (RFC 7239): the kept list; or,
@@ -272,7 +279,13 @@ func (o *Outbound) AppendForwarded(dst []byte) []byte {
 	}
 	dst = append(dst, "for="...)
 	if o.peer.IsValid() {
-		dst = appendNode(dst, o.peer.Unmap().WithZone(""))
+		if o.peer.Unmap().Is4() {
+			dst = append(dst, o.peerText()...)
+		} else {
+			dst = append(dst, `"[`...)
+			dst = append(dst, o.peerText()...)
+			dst = append(dst, `]"`...)
+		}
 	} else {
 		dst = append(dst, "unknown"...)
 	}
@@ -407,8 +420,23 @@ func appendNode(dst []byte, a netip.Addr) []byte {
 // appendValue writes v as a token when it is one (RFC 9110 section 5.6.2),
 // else as a quoted-string with '"' and '\' escaped (section 5.6.4).
 func appendValue(dst []byte, v string) []byte {
-	if isToken(v) {
+	token, plain := v != "", true
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !httpguts.IsTokenRune(rune(c)) {
+			token = false
+			if c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+	}
+	switch {
+	case token:
 		return append(dst, v...)
+	case plain: // a quoted-string with nothing to escape, the usual host:port
+		dst = append(dst, '"')
+		dst = append(dst, v...)
+		return append(dst, '"')
 	}
 	dst = append(dst, '"')
 	for i := 0; i < len(v); i++ {
@@ -419,18 +447,6 @@ func appendValue(dst []byte, v string) []byte {
 		dst = append(dst, c)
 	}
 	return append(dst, '"')
-}
-
-func isToken(v string) bool {
-	if v == "" {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		if !httpguts.IsTokenRune(rune(v[i])) {
-			return false
-		}
-	}
-	return true
 }
 
 // Apply rewrites h in place into the header the upstream receives: headers
