@@ -88,7 +88,8 @@ func (w *response) KeepBuffer(n int) []byte {
 // proxy's h1.ParseResponseLines). contentLength is the Content-Length that
 // came with them (-1: none) and date whether a Date field is among them.
 // lines must stay unchanged until the response is complete (KeepBuffer's
-// storage). It is called before WriteHeader; a Content-Length in Header()
+// storage), and the engine may build the head in the room after them
+// (headBuf). It is called before WriteHeader; a Content-Length in Header()
 // wins over contentLength.
 func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
 	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
@@ -163,16 +164,15 @@ func (w *response) writeInformational(code int) {
 	if w.headSent {
 		return
 	}
-	b := w.headBuf()
-	b = append(b, "HTTP/1.1 "...)
+	hb := getBuf(1 << 10)
+	b := append((*hb)[:0], "HTTP/1.1 "...)
 	b = appendStatus(b, code)
 	b = append(b, "\r\n"...)
-	b = append(b, w.lines...)
 	b = w.appendFields(b)
 	b = append(b, "\r\n"...)
-	*w.hb = b
+	*hb = b
 	err := w.c.write(b)
-	w.putHead()
+	putBuf(hb)
 	w.fail(err)
 }
 
@@ -242,8 +242,7 @@ func (w *response) send(p []byte, last bool) error {
 			// need the chunked coding.
 			w.cl = w.written
 		}
-		w.buildHead()
-		w.iov = append(w.iov, *w.hb)
+		w.iov = append(w.iov, w.buildHead())
 	}
 	var body []byte
 	if w.wbuf != nil && w.n > 0 {
@@ -304,9 +303,9 @@ func (w *response) fail(err error) error {
 	return w.err
 }
 
-// buildHead writes the status line and fields into w.hb and decides the
-// framing.
-func (w *response) buildHead() {
+// buildHead writes the status line and fields into the head buffer
+// (headBuf) and decides the framing.
+func (w *response) buildHead() []byte {
 	w.headSent = true
 	b := w.headBuf()
 	b = append(b, "HTTP/1.1 "...)
@@ -346,11 +345,22 @@ func (w *response) buildHead() {
 		b = appendDate(b)
 		b = append(b, "\r\n"...)
 	}
-	b = append(b, "\r\n"...)
-	*w.hb = b
+	return append(b, "\r\n"...)
 }
 
+// headRoom is what a head needs beyond its field lines when the handler
+// set no fields of its own: a status line with the longest reason, a
+// Content-Length, a Connection, a Date and the empty line, with margin.
+const headRoom = 192
+
+// headBuf returns an empty slice to build a head in. A proxied response
+// whose fields all came as lines (SetLines) is built in the room after
+// them in the keep buffer, when there is enough, with no buffer of its
+// own; else the head takes a pooled one (hb) until it is written.
 func (w *response) headBuf() []byte {
+	if n := len(w.lines); n > 0 && len(w.hdr) == 0 && cap(w.lines)-n >= n+headRoom {
+		return w.lines[n:n:cap(w.lines)]
+	}
 	if w.hb == nil {
 		w.hb = getBuf(len(w.lines) + 1<<10)
 	}

@@ -181,6 +181,14 @@ func TestH1ResponseFraming(t *testing.T) {
 		wantValues:  map[string][]string{"Date": {"Mon, 02 Jan 2006 15:04:05 GMT"}, "Set-Cookie": {"a=1", "b=2"}},
 		wantAccepts: 1,
 	}, {
+		// Too large for the engine to build its head next to the lines.
+		name:        "large head",
+		resp:        "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 3000) + "\r\nContent-Length: 2\r\n\r\nok",
+		wantCode:    200,
+		wantBody:    "ok",
+		wantHeader:  map[string]string{"X-Big": strings.Repeat("b", 3000)},
+		wantAccepts: 1,
+	}, {
 		name: "chunked with extensions and trailers",
 		resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n" +
 			"5;ext=1\r\nhello\r\n6;name=\"quoted value\";x\r\n world\r\n0;last\r\nX-Sum: abc\r\nX-Other: def\r\n\r\n",
