@@ -109,6 +109,14 @@ func (w *response) release() {
 	w.keep = nil
 }
 
+// Status reports the final status written so far (a 101, or one from 200),
+// 0 if none: stats.Reporter and tracing.StatusReporter, which then need no
+// wrapper of their own.
+func (w *response) Status() int { return w.status }
+
+// Written reports the body bytes the handler has written (stats.Reporter).
+func (w *response) Written() int64 { return w.written }
+
 // Header implements http.ResponseWriter.
 func (w *response) Header() http.Header { return w.hdr }
 
@@ -210,6 +218,7 @@ func (w *response) Write(p []byte) (int, error) {
 		}
 		w.n += copy((*w.wbuf)[w.n:], p)
 	} else if err := w.send(p, false); err != nil {
+		w.written -= int64(len(p)) // not written after all (Written)
 		return 0, err
 	}
 	if short {

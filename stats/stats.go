@@ -195,8 +195,9 @@ func isActivator(v []string) bool { return len(v) > 0 && v[0] == "activator" }
 
 // Handler counts each request that passes through it, from arrival to the
 // end of its response. Requests carrying K-Kubelet-Probe pass uncounted.
-// It wraps the ResponseWriter once (pooled, with Unwrap and Flush) to learn
-// the status and size for the histogram and OnDone.
+// The histogram and OnDone need the status and size: a ResponseWriter that
+// counts them itself (Reporter, queue's HTTP/1.1 engine) is passed on as it
+// is; any other is wrapped once (pooled, with Unwrap and Flush).
 func (s *Recorder) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := r.Header[KKubeletProbe]; ok {
@@ -206,6 +207,11 @@ func (s *Recorder) Handler(next http.Handler) http.Handler {
 		proxied := isActivator(r.Header[KProxyRequest])
 		start := s.now()
 		s.Begin(start, proxied)
+		if rep, ok := w.(Reporter); ok {
+			defer s.doneReported(rep, r, start, proxied)
+			next.ServeHTTP(w, r)
+			return
+		}
 		rw := s.pool.Get().(*responseWriter)
 		rw.ResponseWriter = w
 		defer s.done(rw, r, start, proxied)
@@ -213,20 +219,37 @@ func (s *Recorder) Handler(next http.Handler) http.Handler {
 	})
 }
 
+// Reporter is implemented by a ResponseWriter that counts what the
+// Handler's wrapper would: Status is the final status written (the first
+// from 200, or a 101; 200 once the body is written without one), 0 if none,
+// and Written the body bytes written.
+type Reporter interface {
+	Status() int
+	Written() int64
+}
+
+func (s *Recorder) doneReported(rep Reporter, r *http.Request, start int64, proxied bool) {
+	s.end(rep.Status(), rep.Written(), r, start, proxied)
+}
+
 func (s *Recorder) done(rw *responseWriter, r *http.Request, start int64, proxied bool) {
-	end := s.now()
-	s.End(end, proxied)
-	d := time.Duration(end-start) * time.Microsecond
-	s.hist.observe(rw.status, end-start)
-	if s.cfg.OnDone != nil {
-		s.cfg.OnDone(r, rw.status, rw.bytes, d)
-	}
+	s.end(rw.status, rw.bytes, r, start, proxied)
 	*rw = responseWriter{}
 	s.pool.Put(rw)
 }
 
-// responseWriter notes the status and body size. It is the request path's
-// one wrapper (STYLE section 2).
+func (s *Recorder) end(status int, bytes int64, r *http.Request, start int64, proxied bool) {
+	end := s.now()
+	s.End(end, proxied)
+	s.hist.observe(status, end-start)
+	if s.cfg.OnDone != nil {
+		s.cfg.OnDone(r, status, bytes, time.Duration(end-start)*time.Microsecond)
+	}
+}
+
+// responseWriter notes the status and body size for a ResponseWriter that
+// is not a Reporter (net/http's, HTTP/2). It is the request path's one
+// wrapper (STYLE section 2).
 type responseWriter struct {
 	http.ResponseWriter
 	status int

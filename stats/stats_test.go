@@ -1,7 +1,9 @@
 package stats
 
 import (
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -10,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/h1"
 )
 
 const sec = int64(1e6) // one second in microseconds
@@ -538,4 +542,60 @@ func BenchmarkRecorder(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestHandlerEngine runs the Handler under queue's HTTP/1.1 engine, whose
+// ResponseWriter counts status and bytes itself (Reporter): it is passed on
+// unwrapped, and OnDone gets what the wrapper would have counted.
+func TestHandlerEngine(t *testing.T) {
+	t.Parallel()
+	type done struct {
+		path   string
+		status int
+		bytes  int64
+	}
+	got := make(chan done, 8)
+	s := New(Config{OnDone: func(r *http.Request, status int, bytes int64, _ time.Duration) {
+		got <- done{r.URL.Path, status, bytes}
+	}})
+	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, wrapped := w.(interface{ Unwrap() http.ResponseWriter }); wrapped {
+			t.Error("the engine's writer was wrapped")
+		}
+		switch r.URL.Path {
+		case "/created":
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "hello")
+		case "/implicit":
+			io.WriteString(w, "seven b")
+		case "/short":
+			w.Header().Set("Content-Length", "3")
+			io.WriteString(w, "abcdef") // cut at the declared length
+		case "/none":
+		}
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, want := range []done{{"/created", 201, 5}, {"/implicit", 200, 7}, {"/short", 200, 3}, {"/none", 0, 0}} {
+		res, err := c.Get("http://" + ln.Addr().String() + want.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		select {
+		case d := <-got:
+			if d != want {
+				t.Errorf("OnDone got %+v, want %+v", d, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: OnDone not called", want.path)
+		}
+	}
 }

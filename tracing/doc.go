@@ -51,7 +51,9 @@
 //   - It does not wrap the http.ResponseWriter (STYLE section 2 allows one
 //     wrapper on the hot path, and it belongs to whoever needs it most). The
 //     span records http.response.status_code only when the ResponseWriter that
-//     Handler receives, or one it unwraps to, implements StatusReporter.
+//     Handler receives, or one it unwraps to, implements StatusReporter:
+//     queue's HTTP/1.1 engine's own writer does, as does stats' wrapper of
+//     an HTTP/2 one.
 //   - It does not rewrite baggage: queue never changes it, so the incoming
 //     baggage header is already the right outgoing one, byte for byte.
 //   - It does not trace probes or admin endpoints: install Handler inside the
