@@ -1543,3 +1543,30 @@ func TestWatcherDisarmed(t *testing.T) {
 		t.Error("the watcher's timer is armed after a lone request")
 	}
 }
+
+// TestWholeBodyGoesOutAtOnce: a response of declared length whose body the
+// handler writes whole in one Write is on the wire before the handler
+// returns (the proxy's case: no copy into the engine's buffer). The client
+// reads the response while the handler is held; were it buffered until
+// the handler returns, the read would wait out failAfter.
+func TestWholeBodyGoesOutAtOnce(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	addr := startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		io.WriteString(w, "hello")
+		<-release
+	})})
+	t.Cleanup(func() { close(release) }) // a failed test's handler returns too
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	c.SetDeadline(time.Now().Add(failAfter))
+	for i := range 2 {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		rep, err := readReply(br, http.MethodGet)
+		if err != nil || rep.res.StatusCode != 200 || string(rep.body) != "hello" {
+			t.Fatalf("request %d: %v; want 200 hello before the handler returned", i, err)
+		}
+		release <- struct{}{}
+	}
+}
