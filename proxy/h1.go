@@ -179,7 +179,8 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		if p.start > 0 {
 			c.setReadDeadline(earliest(deadline, p.start))
 		}
-		head := appendHead(c.headBuffer(stream), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
+		// The head is built in the write buffer's space (AvailableBuffer).
+		head := appendHead(c.bw.AvailableBuffer(), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
 		var bw *bodyWriter
 		if stream {
 			c.bw.Write(head)
@@ -361,20 +362,6 @@ func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n
 		b = append(b, "Content-Length: 0\r\n"...)
 	}
 	return append(b, "\r\n"...)
-}
-
-// headBuffer returns the empty space a request head is built in. For
-// queue's HTTP/1.1 engine it is the response's keep buffer: the head is
-// written before the response comes, whose field lines then take the same
-// storage (readHead), so the exchange takes no write buffer of its own. A
-// streamed body goes through the write buffer (attach), and the head with
-// it; so does every request from another server.
-func (c *h1Conn) headBuffer(stream bool) []byte {
-	if c.keeper != nil && !stream {
-		return c.keeper.KeepBuffer(writeBufSize)[:0]
-	}
-	c.attach()
-	return c.bw.AvailableBuffer()
 }
 
 // readHead reads response heads until a final one (or a 101). Informational

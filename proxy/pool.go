@@ -271,10 +271,9 @@ func (c *h1Conn) send(head, body []byte) error {
 	return nil
 }
 
-// attach takes the write buffer, for an exchange whose request head has
-// no other place to be built (headBuffer) or whose body is streamed. The
-// read buffer comes later (readBlock): a request spends most of its life
-// waiting for the upstream's answer, and holds no read buffer meanwhile.
+// attach takes the write buffer for an exchange. The read buffer comes
+// later (readBlock): a request spends most of its life waiting for the
+// upstream's answer, and holds no read buffer meanwhile.
 func (c *h1Conn) attach() {
 	c.bw = writerPool.Get().(*bufio.Writer)
 	c.bw.Reset(c)
@@ -442,6 +441,7 @@ func (t *h1Transport) get(ctx context.Context, now time.Time) (*h1Conn, error) {
 
 func (c *h1Conn) reuse() *h1Conn {
 	c.reused = true
+	c.attach()
 	return c
 }
 
@@ -463,6 +463,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 	t.liveMu.Lock()
 	t.live[c] = struct{}{}
 	t.liveMu.Unlock()
+	c.attach()
 	return c, nil
 }
 
