@@ -54,6 +54,8 @@ type response struct {
 	keep *[]byte  // KeepBuffer's, until the response is complete
 	vals []string // KeepValues', reused
 
+	connCache []byte // ConnCache's, kept for the connection's life
+
 	lines     []byte // SetLines' field lines, written before hdr's
 	linesCL   int64  // the Content-Length that came with them, or -1
 	linesDate bool   // a Date field is among them
@@ -94,6 +96,11 @@ func (w *response) KeepBuffer(n int) []byte {
 func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
 	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
 }
+
+// ConnCache returns bytes the handler may keep across the requests of the
+// connection, for what is the same on each of them (the proxy keeps the
+// forwarding fields it built). They are dropped with the connection.
+func (w *response) ConnCache() *[]byte { return &w.connCache }
 
 // KeepValues returns scratch space for header value slices that stays the
 // handler's until the response is complete (see KeepBuffer).

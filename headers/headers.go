@@ -253,6 +253,14 @@ func (o *Outbound) AppendXFF(dst []byte) []byte {
 	return append(dst, o.peerText()...)
 }
 
+// KeepsFields reports whether the request carries forwarding fields that
+// the rewrite keeps (from a trusted peer). Without them the fields the
+// writer adds depend only on the hop and Host: on one connection, only on
+// Host.
+func (o *Outbound) KeepsFields() bool {
+	return len(o.xff) > 0 || len(o.forwarded) > 0 || o.keptProto != "" || o.keptHost != ""
+}
+
 // peerText is the peer's address as text, unmapped and without a zone,
 // formatted once for both X-Forwarded-For and Forwarded.
 func (o *Outbound) peerText() []byte {

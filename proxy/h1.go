@@ -180,7 +180,11 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			c.setReadDeadline(earliest(deadline, p.start))
 		}
 		// The head is built in the write buffer's space (AvailableBuffer).
-		head := appendHead(c.bw.AvailableBuffer(), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0)
+		var cache *[]byte
+		if keep != nil {
+			cache = keep.ConnCache()
+		}
+		head := appendHead(c.bw.AvailableBuffer(), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0, cache)
 		var bw *bodyWriter
 		if stream {
 			c.bw.Write(head)
@@ -317,8 +321,9 @@ func sendError(err error) error {
 }
 
 // appendHead appends the request line and the rewritten header to b. It
-// does not allocate while the head fits in b's capacity.
-func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool) []byte {
+// does not allocate while the head fits in b's capacity. cache, when not
+// nil, is the client connection's (keeper.ConnCache): see appendForwarding.
+func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool, cache *[]byte) []byte {
 	b = append(b, r.Method...)
 	b = append(b, ' ')
 	b = append(b, target...)
@@ -342,15 +347,7 @@ func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n
 	if o.WebSocket {
 		b = append(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"...)
 	}
-	b = append(b, "X-Forwarded-For: "...)
-	b = o.AppendXFF(b)
-	b = append(b, "\r\nX-Forwarded-Proto: "...)
-	b = append(b, o.Proto...)
-	b = append(b, "\r\nX-Forwarded-Host: "...)
-	b = append(b, o.ForwardedHost...)
-	b = append(b, "\r\nForwarded: "...)
-	b = o.AppendForwarded(b)
-	b = append(b, "\r\n"...)
+	b = appendForwarding(b, o, cache)
 	switch {
 	case chunked:
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
@@ -363,6 +360,44 @@ func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n
 	}
 	return append(b, "\r\n"...)
 }
+
+// appendForwarding appends the forwarding fields: X-Forwarded-For,
+// -Proto, -Host and Forwarded. On one client connection they depend only on
+// Host when the request keeps none of its own (Outbound.KeepsFields), so
+// the connection's cache holds the last ones built, after the Host they
+// were built for (two bytes of length, then the Host): a keep-alive
+// connection builds them once, as long as its Host stays the same.
+func appendForwarding(b []byte, o *headers.Outbound, cache *[]byte) []byte {
+	cacheable := cache != nil && !o.KeepsFields() && len(o.Host) <= maxCachedHost
+	if cacheable {
+		if c := *cache; len(c) > 2 {
+			if n := int(c[0])<<8 | int(c[1]); n+2 <= len(c) && string(c[2:2+n]) == o.Host {
+				return append(b, c[2+n:]...)
+			}
+		}
+	}
+	start := len(b)
+	b = append(b, "X-Forwarded-For: "...)
+	b = o.AppendXFF(b)
+	b = append(b, "\r\nX-Forwarded-Proto: "...)
+	b = append(b, o.Proto...)
+	b = append(b, "\r\nX-Forwarded-Host: "...)
+	b = append(b, o.ForwardedHost...)
+	b = append(b, "\r\nForwarded: "...)
+	b = o.AppendForwarded(b)
+	b = append(b, "\r\n"...)
+	if cacheable {
+		c := append((*cache)[:0], byte(len(o.Host)>>8), byte(len(o.Host)))
+		c = append(c, o.Host...)
+		*cache = append(c, b[start:]...)
+	}
+	return b
+}
+
+// maxCachedHost bounds the Host whose forwarding fields a connection
+// caches: the cache is a few hundred bytes for as long as the connection
+// lives.
+const maxCachedHost = 255
 
 // readHead reads response heads until a final one (or a 101). Informational
 // responses other than 101 are skipped. For queue's HTTP/1.1 engine
@@ -541,6 +576,7 @@ type keeper interface {
 	KeepBuffer(n int) []byte
 	KeepValues() *[]string
 	SetLines(lines []byte, contentLength int64, date bool)
+	ConnCache() *[]byte
 }
 
 // keeperOf finds w's keeper through the layers' wrappers (Unwrap), or nil.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/headers"
 )
 
 // rawUpstream is a fake upstream on raw TCP: serve runs for every accepted
@@ -355,7 +356,13 @@ var fronts = []struct {
 // frontH1 is frontFor with queue's HTTP/1.1 engine (h1.Server) in front.
 func frontH1(t *testing.T, upstream string) (*http.Client, string) {
 	t.Helper()
-	p, err := New(Config{Upstream: upstream})
+	return frontH1With(t, Config{Upstream: upstream})
+}
+
+// frontH1With is frontH1 for a Proxy of the given configuration.
+func frontH1With(t *testing.T, cfg Config) (*http.Client, string) {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,5 +670,85 @@ func TestH1IdleCloseNeverBadGateway(t *testing.T) {
 	t.Logf("%d rounds, upstream accepted %d connections", rounds, n)
 	if n <= 1 {
 		t.Errorf("upstream accepted %d connections: its idle timeout never closed one under queue, the test tested nothing", n)
+	}
+}
+
+// TestForwardingOnOneConnection sends requests on one client connection
+// whose Host and forwarding fields change from one to the next, through
+// both fronts: queue's HTTP/1.1 engine keeps the forwarding fields it built
+// for the connection (appendForwarding), and must build them again for
+// another Host or for fields the request carries (the client, on loopback,
+// is a trusted peer here).
+func TestForwardingOnOneConnection(t *testing.T) {
+	t.Parallel()
+	type want struct{ xff, xfp, xfh, fwd string }
+	steps := []struct {
+		host, xff string
+		want      want
+	}{
+		{"a.example", "", want{"127.0.0.1", "http", "a.example", "for=127.0.0.1;host=a.example;proto=http"}},
+		{"a.example", "", want{"127.0.0.1", "http", "a.example", "for=127.0.0.1;host=a.example;proto=http"}},
+		{"b.example:8080", "", want{"127.0.0.1", "http", "b.example:8080", `for=127.0.0.1;host="b.example:8080";proto=http`}},
+		{"b.example:8080", "203.0.113.7", want{"203.0.113.7, 127.0.0.1", "http", "b.example:8080", `for=203.0.113.7, for=127.0.0.1;host="b.example:8080";proto=http`}},
+		{"b.example:8080", "", want{"127.0.0.1", "http", "b.example:8080", `for=127.0.0.1;host="b.example:8080";proto=http`}},
+		{"a.example", "", want{"127.0.0.1", "http", "a.example", "for=127.0.0.1;host=a.example;proto=http"}},
+	}
+	trust, err := headers.ParseTrust("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, front := range []struct {
+		name  string
+		serve func(t *testing.T, cfg Config) (*http.Client, string)
+	}{
+		{"net-http", func(t *testing.T, cfg Config) (*http.Client, string) {
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			t.Cleanup(func() { srv.Close(); p.Close() })
+			return nil, srv.URL
+		}},
+		{"h1", frontH1With},
+	} {
+		t.Run(front.name, func(t *testing.T) {
+			t.Parallel()
+			saw := make(chan want, len(steps))
+			up := startRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				for range len(steps) {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					saw <- want{req.Header.Get("X-Forwarded-For"), req.Header.Get("X-Forwarded-Proto"),
+						req.Header.Get("X-Forwarded-Host"), req.Header.Get("Forwarded")}
+					io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+				}
+			})
+			_, url := front.serve(t, Config{Upstream: up.addr, Trust: trust})
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			for i, st := range steps {
+				req := "GET / HTTP/1.1\r\nHost: " + st.host + "\r\n"
+				if st.xff != "" {
+					req += "X-Forwarded-For: " + st.xff + "\r\n"
+				}
+				io.WriteString(c, req+"\r\n")
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				res.Body.Close()
+				if got := <-saw; got != st.want {
+					t.Errorf("request %d (Host %s): upstream saw %+v, want %+v", i, st.host, got, st.want)
+				}
+			}
+		})
 	}
 }
