@@ -61,12 +61,25 @@ func (bw *bodyWriter) stop(c *h1Conn) error {
 		// The writer's own error, when it has one, says why (a malformed
 		// body, a timeout); it may have woken the reader itself.
 		if bw.err = <-bw.done; bw.err == nil {
-			bw.err = errors.New("request body not sent whole")
+			// It had sent the whole body and was only on its way to done
+			// (between its last write and the read that found the end):
+			// the client's connection is intact and its read deadline is
+			// put back, or the server would find it expired when it reads
+			// the next request and close a connection the client may
+			// already be sending on. The upstream connection's deadline
+			// stays: it is not reused.
+			bw.rc.SetReadDeadline(time.Time{})
+			bw.err = errLateBody
 		}
 	}
 	bw.over = true
 	return bw.err
 }
+
+// errLateBody is stop's answer when the body writer finished only after the
+// response was read: the body was sent whole, but the upstream connection,
+// interrupted meanwhile, is not reused.
+var errLateBody = errors.New("request body finished after the response")
 
 // writeBody sends the request body, chunked when its length is unknown,
 // flushing each piece as it arrives from the client.
