@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -20,6 +21,12 @@ type bodyWriter struct {
 	rc   *http.ResponseController
 	err  error
 	over bool
+	// read is set once the writer has read the client's body to its end.
+	// From then on the client's connection is the server's again: net/http
+	// starts reading it for the next request as the body ends, and a read
+	// deadline set in the past then fails that read and cancels the
+	// connection's context, which every later request on it inherits.
+	read atomic.Bool
 }
 
 func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.Time) *bodyWriter {
@@ -32,7 +39,7 @@ func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.
 		if !deadline.IsZero() {
 			bw.rc.SetReadDeadline(deadline) // a slow upload is cut at --timeout
 		}
-		err := c.writeBody(r)
+		err := c.writeBody(r, &bw.read)
 		if !deadline.IsZero() && err == nil {
 			// Before done: once the handler has returned, w is no longer
 			// ours to touch (the stats wrapper is pooled).
@@ -56,19 +63,26 @@ func (bw *bodyWriter) stop(c *h1Conn) error {
 	select {
 	case bw.err = <-bw.done:
 	default:
-		bw.rc.SetReadDeadline(aLongTimeAgo)
+		// The client's read is interrupted only while the writer may be
+		// waiting on it: once the body was read to its end, the connection
+		// is the server's again (read). What the writer may still be
+		// doing then is writing to the upstream, which the upstream's
+		// deadline interrupts.
+		client := !bw.read.Load()
+		if client {
+			bw.rc.SetReadDeadline(aLongTimeAgo)
+		}
 		c.nc.SetDeadline(aLongTimeAgo)
 		// The writer's own error, when it has one, says why (a malformed
 		// body, a timeout); it may have woken the reader itself.
 		if bw.err = <-bw.done; bw.err == nil {
-			// It had sent the whole body and was only on its way to done
-			// (between its last write and the read that found the end):
-			// the client's connection is intact and its read deadline is
-			// put back, or the server would find it expired when it reads
-			// the next request and close a connection the client may
-			// already be sending on. The upstream connection's deadline
-			// stays: it is not reused.
-			bw.rc.SetReadDeadline(time.Time{})
+			// It had sent the whole body after all: the client's
+			// connection is intact. A read deadline set in the past is put
+			// back (queue's HTTP/1.1 engine reads the next request under
+			// it). The upstream connection is not reused.
+			if client {
+				bw.rc.SetReadDeadline(time.Time{})
+			}
 			bw.err = errLateBody
 		}
 	}
@@ -82,8 +96,9 @@ func (bw *bodyWriter) stop(c *h1Conn) error {
 var errLateBody = errors.New("request body finished after the response")
 
 // writeBody sends the request body, chunked when its length is unknown,
-// flushing each piece as it arrives from the client.
-func (c *h1Conn) writeBody(r *http.Request) error {
+// flushing each piece as it arrives from the client. read is set as soon as
+// the body has been read to its end.
+func (c *h1Conn) writeBody(r *http.Request, read *atomic.Bool) error {
 	chunked := r.ContentLength < 0
 	bufp := copyPool.Get().(*[]byte)
 	defer copyPool.Put(bufp)
@@ -91,6 +106,9 @@ func (c *h1Conn) writeBody(r *http.Request) error {
 	var sent int64
 	for {
 		n, rerr := r.Body.Read(buf)
+		if rerr == io.EOF || !chunked && sent+int64(n) == r.ContentLength {
+			read.Store(true) // before the last write: see bodyWriter.read
+		}
 		if n > 0 {
 			sent += int64(n)
 			if chunked {

@@ -10,52 +10,75 @@ import (
 )
 
 // deadlineRecorder is a ResponseWriter that records the read deadlines set
-// on it, and signals the first one in the past.
+// on it.
 type deadlineRecorder struct {
 	*httptest.ResponseRecorder
-	mu   sync.Mutex
-	last time.Time
-	past chan struct{}
+	mu  sync.Mutex
+	set []time.Time
 }
 
 func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.last = t
+	d.set = append(d.set, t)
+	return nil
+}
+
+// interruptConn is an upstream connection that signals when a deadline in
+// the past interrupts it.
+type interruptConn struct {
+	net.Conn
+	interrupted chan struct{}
+	once        sync.Once
+}
+
+func (c *interruptConn) SetDeadline(t time.Time) error {
 	if !t.IsZero() && t.Before(time.Now()) {
-		select {
-		case d.past <- struct{}{}:
-		default:
-		}
+		c.once.Do(func() { close(c.interrupted) })
 	}
 	return nil
 }
 
-// TestBodyWriterLate: the response came while the body writer was between
-// its last write and the read that finds the end of the body. stop
-// interrupts it, the writer then finishes without error, and the client's
-// read deadline must be put back: left in the past, the server would find
-// the connection expired when it reads the next request, and close it
-// under a client that may already be sending one. The upstream connection,
-// whose deadline was set in the past too, must not be reused.
+// TestBodyWriterLate: the response came while the body writer was still
+// running, and stop interrupts it; the writer then finishes without error,
+// having sent the whole body. The upstream connection, interrupted, must
+// not be reused (stop returns an error). The client's connection is
+// intact:
+//   - when the writer had read the body to its end, stop must not touch the
+//     client's read deadline at all: net/http's server is reading the
+//     connection for the next request by then, and a deadline in the past
+//     fails that read and cancels the connection's context, so every later
+//     request on the connection fails;
+//   - when it had not, stop interrupts the client's read and must put the
+//     deadline back once the writer turns out to have finished.
 func TestBodyWriterLate(t *testing.T) {
 	t.Parallel()
-	rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder(), past: make(chan struct{}, 1)}
-	bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(rec)}
-	up, other := net.Pipe()
-	defer up.Close()
-	defer other.Close()
-	go func() {
-		<-rec.past     // interrupted...
-		bw.done <- nil // ...after it had sent the whole body
-	}()
-	err := bw.stop(&h1Conn{nc: up})
-	if err == nil {
-		t.Error("stop = nil: the interrupted upstream connection would be reused")
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !rec.last.IsZero() {
-		t.Errorf("client read deadline left at %v, want none", rec.last)
+	for _, read := range []bool{true, false} {
+		name := map[bool]string{true: "body read", false: "body not read"}[read]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+			bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(rec)}
+			bw.read.Store(read)
+			up, other := net.Pipe()
+			defer up.Close()
+			defer other.Close()
+			uc := &interruptConn{Conn: up, interrupted: make(chan struct{})}
+			go func() {
+				<-uc.interrupted // the writer is interrupted...
+				bw.done <- nil   // ...having sent the whole body
+			}()
+			if err := bw.stop(&h1Conn{nc: uc}); err == nil {
+				t.Error("stop = nil: the interrupted upstream connection would be reused")
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			switch {
+			case read && len(rec.set) != 0:
+				t.Errorf("client read deadlines set %v, want none once the body was read", rec.set)
+			case !read && (len(rec.set) == 0 || !rec.set[len(rec.set)-1].IsZero()):
+				t.Errorf("client read deadlines set %v, want the last one cleared", rec.set)
+			}
+		})
 	}
 }
