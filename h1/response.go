@@ -219,16 +219,13 @@ func (w *response) Write(p []byte) (int, error) {
 	w.written += int64(len(p))
 	if w.method == http.MethodHead {
 		// Counted, so that a Content-Length can be given, and dropped.
-	} else if w.written == w.cl && w.n == 0 && !w.headSent && len(p) > 0 {
-		// The whole body of a response of declared length, in one write
-		// (the proxy's, out of its read buffer): head and body go out now
-		// in one writev, with no copy of the body. The response is
-		// complete; nothing the handler could still do would change it.
-		if err := w.send(p, false); err != nil {
-			w.written -= int64(len(p)) // not written after all (Written)
-			return 0, err
-		}
-	} else if w.wbuf == nil && len(p) < bufSize || w.wbuf != nil && w.n+len(p) <= len(*w.wbuf) {
+	} else if whole := w.written == w.cl && w.n == 0 && !w.headSent && len(p) > 0; !whole &&
+		(w.wbuf == nil && len(p) < bufSize || w.wbuf != nil && w.n+len(p) <= len(*w.wbuf)) {
+		// Buffered, but never the whole body of a response of declared
+		// length in one write (the proxy's, out of its read buffer): that
+		// goes out at once below, head and body in one writev, with no
+		// copy. The response is complete; nothing the handler could still
+		// do would change it.
 		if w.wbuf == nil {
 			w.wbuf = getBuf(bufSize)
 		}
