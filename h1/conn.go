@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -101,6 +102,9 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn returns the connection counted.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 // abort ends the connection at once, under a handler's feet: the socket
 // is shut down, which the client sees as the connection closing and which
 // fails the connection's reads and writes, and the descriptor is closed as
@@ -163,14 +167,15 @@ func (c *conn) serve() {
 }
 
 // headError answers a head that could not be read: a 400, 414 or 431 for
-// one the engine refuses, nothing when the connection ended, and the
+// one the engine refuses, nothing when the connection ended or the client
+// does not speak HTTP (errNotHTTP), and the
 // connection to H2 when it began with the HTTP/2 preface.
 func (c *conn) headError(err error) {
 	var e *Error
 	switch {
 	case errors.Is(err, errHandoff):
 		c.handoff()
-	case errors.As(err, &e):
+	case errors.As(err, &e) && e.Status != 0:
 		c.writeError(e.Status)
 	}
 }
@@ -314,6 +319,9 @@ func (c *conn) headStep(first bool) (int, error) {
 		}
 		return n, nil
 	} else if !startsRequest(b) {
+		if notHTTP(b) {
+			return 0, errNotHTTP
+		}
 		return 0, errRequestLine
 	} else if len(b) > max {
 		return 0, errHeadTooLarge
@@ -403,6 +411,25 @@ func startsRequest(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// notHTTP reports whether b, which startsRequest refused, has a request
+// line's method and target but a version that is not HTTP's (errNotHTTP).
+func notHTTP(b []byte) bool {
+	for len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
+		b = b[2:]
+	}
+	sp1 := indexByte(b, ' ')
+	if sp1 <= 0 {
+		return false
+	}
+	sp2 := indexByte(b[sp1+1:], ' ')
+	if sp2 <= 0 {
+		return false
+	}
+	v := b[sp1+1+sp2+1:]
+	n := min(len(v), 5)
+	return !strings.EqualFold(str(v[:n]), "HTTP/"[:n])
 }
 
 // versionPattern is the end of a request line; D stands for a digit.
@@ -581,7 +608,9 @@ func (c *conn) begin(n int) bool {
 	if e := c.q.parse(head, c.s.Limits); e != nil {
 		putBuf(c.head)
 		c.head = nil
-		c.writeError(e.Status)
+		if e.Status != 0 {
+			c.writeError(e.Status)
+		}
 		return false
 	}
 	h := &c.q.head

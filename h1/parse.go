@@ -73,8 +73,14 @@ var (
 	errTooManyFields  = &Error{Status: http.StatusRequestHeaderFieldsTooLarge, Reason: "too many fields"}
 	errTargetTooLong  = &Error{Status: http.StatusRequestURITooLong, Reason: "target over the limit"}
 	errVersionUnknown = &Error{Status: http.StatusHTTPVersionNotSupported, Reason: "unsupported HTTP version"}
-	errCoding         = &Error{Status: http.StatusNotImplemented, Reason: "unsupported transfer coding"}
-	errExpect         = &Error{Status: http.StatusExpectationFailed, Reason: "unsupported expectation"}
+	// errNotHTTP is a request line whose version is not HTTP's: the client
+	// speaks something else (an HTTP/2 client with a broken preface, a
+	// scanner), which an HTTP/1.1 400 would mean nothing to. The
+	// connection is closed without an answer, as h2spec 3.5/2 wants of a
+	// port that also serves h2c.
+	errNotHTTP = &Error{Status: 0, Reason: "not an HTTP request line"}
+	errCoding  = &Error{Status: http.StatusNotImplemented, Reason: "unsupported transfer coding"}
+	errExpect  = &Error{Status: http.StatusExpectationFailed, Reason: "unsupported expectation"}
 )
 
 // Framing says how a request body is delimited.
@@ -197,6 +203,9 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 	case "HTTP/1.0":
 		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
 	default:
+		if len(version) < 5 || !strings.EqualFold(str(version[:5]), "HTTP/") {
+			return errNotHTTP
+		}
 		if len(version) == 8 && str(version[:5]) == "HTTP/" && isDigit(version[5]) && version[6] == '.' && isDigit(version[7]) {
 			return errVersionUnknown
 		}
@@ -431,6 +440,12 @@ func (q *request) setURL(target string) *Error {
 		q.r.URL = pu
 		return nil
 	}
+	return setOrigin(u, target)
+}
+
+// setOrigin fills u from an origin-form target, without allocating unless
+// the path has percent-escapes.
+func setOrigin(u *url.URL, target string) *Error {
 	path := target
 	if i := strings.IndexByte(target, '?'); i >= 0 {
 		path, u.RawQuery = target[:i], target[i+1:]

@@ -553,9 +553,7 @@ func TestFirstBytes(t *testing.T) {
 		{name: "space", in: " "},
 		{name: "bad second byte", in: "G\x00"},
 		{name: "tab after the method", in: "GET\t"},
-		{name: "not HTTP", in: "GET / SSH-2.0"},
 		{name: "bare LF after the request line", in: "GET / HTTP/1.1\n"},
-		{name: "preface prefix gone astray", in: "PRI * HTTX"},
 		{name: "lone CR", in: "\rX"},
 	}
 	for _, tt := range cases {
@@ -579,6 +577,47 @@ func TestFirstBytes(t *testing.T) {
 				t.Errorf("connection left open after the 400")
 			}
 		})
+	}
+}
+
+// TestNotHTTP: a request line whose version is not HTTP's is a client that
+// speaks something else; the connection is closed without an answer,
+// whether the line came whole or only its start did.
+func TestNotHTTP(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"INVALID CONNECTION PREFACE\r\n\r\n", // h2spec 3.5/2
+		"GET / SSH-2.0",
+		"GET / SSH-2.0\r\nHost: a\r\n\r\n",
+		"GET / X",
+		"PRI * HTTX", // an HTTP/2 preface gone astray
+	} {
+		t.Run(in, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{}
+			addr := startServer(t, &Server{Handler: rec, ReadHeaderTimeout: time.Minute})
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(failAfter))
+			if _, err := io.WriteString(c, in); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			br := bufio.NewReader(c)
+			if !closedByPeer(t, c, br) {
+				t.Fatalf("connection not closed (or not at once)")
+			}
+			if n := len(rec.seen()); n != 0 {
+				t.Errorf("handler saw %d requests", n)
+			}
+		})
+	}
+	// An HTTP version in the wrong case is HTTP, malformed: 400.
+	addr := startServer(t, &Server{Handler: &recorder{}, ReadHeaderTimeout: time.Minute})
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(failAfter))
+	io.WriteString(c, "GET / http/1.1\r\nHost: a\r\n\r\n")
+	x, err := readReply(bufio.NewReader(c), http.MethodGet)
+	if err != nil || x.res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("lower-case version: %v, %v; want 400", x.res, err)
 	}
 }
 
