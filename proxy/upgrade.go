@@ -1,5 +1,3 @@
-//lint:file-ignore SA1019 net/http serves h2c only with prior knowledge; "Upgrade: h2c" (docs/contract.md section 1.2) still needs x/net's ServeConn with UpgradeRequest.
-
 package proxy
 
 import (
@@ -13,15 +11,12 @@ import (
 
 	"github.com/queue-dev/queue/headers"
 	"golang.org/x/net/http/httpguts"
-	"golang.org/x/net/http2"
 )
 
 // H2CUpgrade serves HTTP/2 over cleartext reached by "Upgrade: h2c" (RFC
-// 7540 section 3.2) on an HTTP/1.1 connection, on any method. net/http's
-// server speaks h2c only with prior knowledge; this handler takes the
-// connection over, answers 101 and hands it to golang.org/x/net/http2, which
-// serves the upgrading request as stream 1 and the rest of the connection
-// through Next.
+// 7540 section 3.2) on an HTTP/1.1 connection, on any method: it takes the
+// connection over, answers 101 and hands it to Serve, which serves the
+// upgrading request as stream 1 and the rest of the connection.
 //
 // A request with a body is served over HTTP/1.1 instead: upgrading it would
 // mean holding the whole body in memory first, and RFC 7540 lets a server
@@ -30,17 +25,15 @@ import (
 type H2CUpgrade struct {
 	// Next serves every request, upgraded or not. Required.
 	Next http.Handler
-	// H2 serves the upgraded connections. Required.
-	H2 *http2.Server
-	// Base is the HTTP/1.1 server the connections came from; its timeouts,
-	// limits and ErrorLog apply to the upgraded connections. Required.
-	Base *http.Server
+	// Serve serves an upgraded connection until it ends: r is the
+	// upgrading request, settings its decoded HTTP2-Settings. Required.
+	Serve func(conn net.Conn, r *http.Request, settings []byte)
 
 	active sync.WaitGroup
 }
 
 // Wait blocks until every upgraded connection has ended or ctx is done.
-// net/http's Shutdown does not wait for them: they were hijacked.
+// The HTTP/1.1 server's Shutdown does not wait for them: they were hijacked.
 func (u *H2CUpgrade) Wait(ctx context.Context) error { return wait(ctx, &u.active) }
 
 // ServeHTTP upgrades r's connection when r asks for h2c, else calls Next.
@@ -72,13 +65,7 @@ func (u *H2CUpgrade) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u.active.Add(1)
 	defer u.active.Done()
-	u.H2.ServeConn(conn, &http2.ServeConnOpts{
-		Context:        r.Context(),
-		BaseConfig:     u.Base,
-		Handler:        u.Next,
-		UpgradeRequest: r,
-		Settings:       settings,
-	})
+	u.Serve(conn, r, settings)
 }
 
 // h2cSettings checks the rest of an upgrade request: no body, Connection

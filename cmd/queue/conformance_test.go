@@ -3,7 +3,8 @@ package main
 // Conformance tests against third-party peers:
 //
 //   - TestH2Spec runs h2spec (github.com/summerwind/h2spec, pinned by the
-//     tool directive in go.mod) against the h2c and the TLS serving ports.
+//     tool directive in go.mod) against the h2c and the TLS serving ports,
+//     and wants every one of its cases passed on both.
 //   - TestGRPCInterop runs gRPC's interop test cases through queue to
 //     grpc-go's interop client and server processes.
 
@@ -25,36 +26,6 @@ import (
 
 // h2specCases is how many cases h2spec v2.2.1 runs without --strict.
 const h2specCases = 145
-
-// h2specKnownFailures lists the h2spec cases that may fail, by case id
-// ("http2/3.5/2": group http2/3.5, second case), with the reason. An id
-// prefixed with a target ("h2c:http2/3.5/2") is allowed to fail on that
-// target only. A case that fails and is not listed fails TestH2Spec; a
-// listed case that passes is reported so the entry can be removed. Every
-// entry was checked against a bare net/http server (Go 1.26.8, HTTP/1.1 and
-// h2c on one port), which fails the same cases.
-var h2specKnownFailures = map[string]string{
-	"h2c:http2/3.5/2": "invalid preface: the h2c port is also the HTTP/1.1 port, so bytes that are not the " +
-		"HTTP/2 preface are an HTTP/1.1 request; \"INVALID CONNECTION PREFACE\" is a malformed request line " +
-		"and net/http answers 400 Bad Request before closing, where h2spec wants the bare close " +
-		"(passes on TLS, where ALPN h2 means HTTP/2 only)",
-	"http2/6.5.3/1": "repeated SETTINGS_INITIAL_WINDOW_SIZE in one SETTINGS frame: net/http's HTTP/2 server " +
-		"closes the connection with PROTOCOL_ERROR on any SETTINGS frame with duplicate ids " +
-		"(\"settings_big_or_dups\", a deliberate hardening); RFC 9113 6.5.3 wants them applied in order and ACKed",
-	"http2/8.1.2.2/1": "connection-specific header (connection: keep-alive): net/http's HTTP/2 server " +
-		"replaces the handler with a 400 Bad Request (body `request header \"Connection\" is not valid in " +
-		"HTTP/2`) and ends the stream; h2spec wants RST_STREAM or GOAWAY PROTOCOL_ERROR. queue's handler " +
-		"never sees the request; RFC 9113 8.1.1 allows a response before the stream is closed",
-	"http2/8.1.2.2/2": "TE other than \"trailers\": as http2/8.1.2.2/1, net/http's HTTP/2 server answers " +
-		"400 (`request header \"TE\" may only be \"trailers\" in HTTP/2`) instead of RST_STREAM PROTOCOL_ERROR",
-}
-
-// h2specKnown reports whether case id may fail on target.
-func h2specKnown(target, id string) bool {
-	_, forTarget := h2specKnownFailures[target+":"+id]
-	_, forAll := h2specKnownFailures[id]
-	return forTarget || forAll
-}
 
 // junitSuites is the part of h2spec's JUnit report that TestH2Spec reads.
 type junitSuites struct {
@@ -161,27 +132,19 @@ func TestH2Spec(t *testing.T) {
 				switch {
 				case r.failed:
 					failed++
-					msg := h2specMessage(r.message)
-					if h2specKnown(tt.name, r.id) {
-						t.Logf("known failure %s %s: %s", r.id, r.desc, msg)
-						continue
-					}
 					unexpected = true
-					t.Errorf("FAIL %s %s: %s", r.id, r.desc, msg)
+					t.Errorf("FAIL %s %s: %s", r.id, r.desc, h2specMessage(r.message))
 				case r.skipped:
 					skipped++
 					t.Logf("skipped %s %s", r.id, r.desc)
 				default:
 					passed++
-					if h2specKnown(tt.name, r.id) {
-						t.Logf("%s %s passes: remove it from h2specKnownFailures", r.id, r.desc)
-					}
 				}
 			}
 			t.Logf("h2spec %s: %d passed, %d failed, %d skipped, %d total", tt.name, passed, failed, skipped, len(results))
-			if got, want := len(results), h2specCases; got != want {
+			if passed != h2specCases || len(results) != h2specCases {
 				unexpected = true
-				t.Errorf("h2spec ran %d cases, want %d", got, want)
+				t.Errorf("h2spec %s: %d of %d cases passed, want all %d", tt.name, passed, len(results), h2specCases)
 			}
 			if skipped > 0 {
 				unexpected = true

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // Robustness against hostile clients: request smuggling, slow clients and
@@ -84,6 +83,40 @@ func hostileExchange(t *testing.T, addr, raw string, wait time.Duration) (out []
 	c.Write([]byte(raw))
 	out, err = io.ReadAll(c)
 	return out, !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// rcvbufDialer returns a dialer that sets SO_RCVBUF to rcvbuf (0: leaves
+// the system's) before the handshake: a buffer shrunk on a connected socket
+// drops segments that the window advertised earlier had let in, and the
+// sender's retransmission backoff then stalls delivery for seconds.
+func rcvbufDialer(rcvbuf int) *net.Dialer {
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	if rcvbuf > 0 {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			})
+			return errors.Join(err, serr)
+		}
+	}
+	return d
+}
+
+// rcvbufOf returns the socket's SO_RCVBUF (what the kernel may hold,
+// bookkeeping included), or 0.
+func rcvbufOf(nc net.Conn) int {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var v int
+	rc.Control(func(fd uintptr) { v, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) })
+	return v
 }
 
 // hostileReply is the first HTTP/1.1 response in a byte stream and what
@@ -317,26 +350,11 @@ func TestSlowClients(t *testing.T) {
 			done <- res
 		}))
 		q := startQueue(t, hostPort(up), "--timeout", "1s")
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapInuse
-		}
-		before := heap()
+		before := hostileHeap()
 
-		// The receive buffer is made tiny before the handshake: shrunk on
-		// a connected socket (SetReadBuffer), it would drop segments that
-		// the window advertised earlier had let in, and the sender's
-		// retransmission backoff would then stall delivery for seconds.
-		d := net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-			})
-			return errors.Join(err, serr)
-		}}
-		c, err := d.Dial("tcp", q.addr.Listen)
+		// The receive buffer is made tiny before the handshake (not with
+		// SetReadBuffer on the connected socket: see rcvbufDialer).
+		c, err := rcvbufDialer(4096).Dial("tcp", q.addr.Listen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +369,7 @@ func TestSlowClients(t *testing.T) {
 		var peak uint64
 		for range 3 {
 			time.Sleep(250 * time.Millisecond)
-			peak = max(peak, heap())
+			peak = max(peak, hostileHeap())
 		}
 		time.Sleep(time.Until(start.Add(2 * time.Second)))
 
@@ -522,157 +540,24 @@ func TestSlowClients(t *testing.T) {
 	})
 }
 
-// hostileH2 is a raw HTTP/2 client connection with prior knowledge. A read
-// loop answers SETTINGS and PING and records what the server sends.
-type hostileH2 struct {
-	c   net.Conn
-	bw  *bufio.Writer
-	fr  *http2.Framer
-	wmu sync.Mutex // guards bw, fr's writes and enc
-
-	enc    *hpack.Encoder
-	encBuf bytes.Buffer
-
-	done   chan struct{} // closed when the read loop ends
-	notify chan struct{} // a frame arrived
-	mu     sync.Mutex
-	goAway *http2.GoAwayFrame // copied: fields only
-	debug  string
-	// readErr ends the read loop.
-	readErr  error
-	statuses map[uint32]string
-	resets   int
-	// written counts bytes written so far; writtenAtGoAway is its value
-	// when a GOAWAY or the end of the connection was seen.
-	written         atomic.Int64
-	writtenAtGoAway int64
-}
-
-type hostileCountWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (cw hostileCountWriter) Write(p []byte) (int, error) {
-	n, err := cw.w.Write(p)
-	cw.n.Add(int64(n))
-	return n, err
-}
-
-func hostileDialH2(t *testing.T, addr string) *hostileH2 {
+// hostileDialH2 is h2Dial with the read loop started, and the deadlines of
+// TestFloods' floods: 15 s for the writes, none for the reads, which each
+// check bounds by its own wait.
+func hostileDialH2(t *testing.T, addr string) *h2Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hostileH2{c: c, done: make(chan struct{}), notify: make(chan struct{}, 1), statuses: map[uint32]string{}}
-	h.bw = bufio.NewWriterSize(hostileCountWriter{c, &h.written}, 64<<10)
-	h.fr = http2.NewFramer(h.bw, c)
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	h.enc = hpack.NewEncoder(&h.encBuf)
-	c.SetWriteDeadline(time.Now().Add(15 * time.Second))
-	h.bw.WriteString(http2.ClientPreface)
-	if err := h.write(true, func(fr *http2.Framer) error { return fr.WriteSettings() }); err != nil {
-		t.Fatal(err)
-	}
-	go h.readLoop()
-	t.Cleanup(func() {
-		c.Close()
-		<-h.done
-	})
+	h := h2Dial(t, addr, h2Opts{})
+	h.c.SetReadDeadline(time.Time{})
+	h.c.SetWriteDeadline(time.Now().Add(15 * time.Second))
+	h.start()
 	return h
 }
 
-// write runs f under the write lock, and flushes if asked.
-func (h *hostileH2) write(flush bool, f func(fr *http2.Framer) error) error {
-	h.wmu.Lock()
-	defer h.wmu.Unlock()
-	if err := f(h.fr); err != nil {
-		return err
-	}
-	if flush {
-		return h.bw.Flush()
-	}
-	return nil
-}
-
-// block returns an HPACK header block for a GET of path; the caller holds
-// wmu (the encoder is stateful).
-func (h *hostileH2) block(path string) []byte {
-	h.encBuf.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", path}} {
-		h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	return bytes.Clone(h.encBuf.Bytes())
-}
-
-func (h *hostileH2) readLoop() {
-	defer close(h.done)
-	for {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			h.mu.Lock()
-			h.readErr = err
-			if h.goAway == nil {
-				h.writtenAtGoAway = h.written.Load()
-			}
-			h.mu.Unlock()
-			return
-		}
-		h.mu.Lock()
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				go h.write(true, func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				data := f.Data
-				go h.write(true, func(fr *http2.Framer) error { return fr.WritePing(true, data) })
-			}
-		case *http2.GoAwayFrame:
-			if h.goAway == nil {
-				h.goAway = &http2.GoAwayFrame{LastStreamID: f.LastStreamID, ErrCode: f.ErrCode}
-				h.debug = string(f.DebugData())
-				h.writtenAtGoAway = h.written.Load()
-			}
-		case *http2.MetaHeadersFrame:
-			if _, ok := h.statuses[f.StreamID]; !ok {
-				h.statuses[f.StreamID] = f.PseudoValue("status")
-			}
-		case *http2.RSTStreamFrame:
-			h.resets++
-		}
-		h.mu.Unlock()
-		select {
-		case h.notify <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// waitFor waits until cond (called with mu held) is true, the read loop
-// ends, or d passes; it reports cond's last value.
-func (h *hostileH2) waitFor(d time.Duration, cond func() bool) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		h.mu.Lock()
-		ok := cond()
-		h.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-h.notify:
-		case <-h.done:
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return cond()
-		case <-timer.C:
-			return false
-		}
-	}
+// hostileHeap returns the Go heap in use, after a GC.
+func hostileHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }
 
 // hostileHealthy checks that queue serves a fresh request in each client
@@ -887,7 +772,7 @@ func TestFloods(t *testing.T) {
 			}
 			id := uint32(2*i + 1)
 			werr = h.write(i%100 == 99, func(fr *http2.Framer) error {
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/rr"), EndStream: true, EndHeaders: true}); err != nil {
+				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.encode(h2Req("GET", "/rr")...), EndStream: true, EndHeaders: true}); err != nil {
 					return err
 				}
 				return fr.WriteRSTStream(id, http2.ErrCodeCancel)
@@ -906,17 +791,18 @@ func TestFloods(t *testing.T) {
 		// answers a well-behaved stream on it.
 		next := uint32(2*sent + 1)
 		after := h.write(true, func(fr *http2.Framer) error {
-			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: next, BlockFragment: h.block("/after"), EndStream: true, EndHeaders: true})
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: next, BlockFragment: h.encode(h2Req("GET", "/after")...), EndStream: true, EndHeaders: true})
 		})
-		answered := h.waitFor(5*time.Second, func() bool { return h.statuses[next] != "" || h.goAway != nil })
+		answered := h.waitFor(5*time.Second, func() bool { return h.stream(next).status != "" || h.goAway != nil })
 		h.mu.Lock()
-		goAway, debug, readErr, status, resets := h.goAway, h.debug, h.readErr, h.statuses[next], h.resets
-		responses := len(h.statuses)
+		goAway, readErr, status := h.goAway, h.readErr, h.stream(next).status
 		h.mu.Unlock()
+		responses := h.count(func(s *h2Stream) bool { return s.status != "" })
+		resets := h.count(func(s *h2Stream) bool { return s.reset })
 		switch {
 		case goAway != nil:
 			t.Logf("rapid reset: GOAWAY %v (last stream %d, %q) after %d of %d HEADERS+RST pairs in %v",
-				goAway.ErrCode, goAway.LastStreamID, debug, sent, streams, flood.Round(time.Millisecond))
+				goAway.code, goAway.last, goAway.debug, sent, streams, flood.Round(time.Millisecond))
 		case !answered:
 			t.Errorf("rapid reset: no GOAWAY and stream %d unanswered 5 s after the flood (write %v, read %v)", next, after, readErr)
 		case status != "200":
@@ -924,7 +810,7 @@ func TestFloods(t *testing.T) {
 		default:
 			t.Logf("rapid reset: connection kept working: %d pairs in %v, stream %d answered 200", sent, flood.Round(time.Millisecond), next)
 		}
-		t.Logf("rapid reset: write error %v; %d response heads, %d RST_STREAM from the server; upstream saw %d of %d requests",
+		t.Logf("rapid reset: write error %v; %d response heads, %d streams reset by the server; upstream saw %d of %d requests",
 			werr, responses, resets, rec.n.Load(), sent)
 		h.c.Close()
 		<-h.done
@@ -954,23 +840,11 @@ func TestFloods(t *testing.T) {
 	// frames.
 	t.Run("h2 continuation flood", func(t *testing.T) {
 		const total = 2 << 20
-		// literals is valid HPACK (literal fields without indexing, new
-		// names) so that only a size limit stops it; garbage is not HPACK.
-		var lit bytes.Buffer
-		for lit.Len() < 16<<10-64 {
-			name, value := "x-junk", strings.Repeat("j", 50)
-			lit.WriteByte(0x00)
-			lit.WriteByte(byte(len(name)))
-			lit.WriteString(name)
-			lit.WriteByte(byte(len(value)))
-			lit.WriteString(value)
-		}
+		// h2Literals is valid HPACK, so that only a size limit stops it;
+		// garbage is not HPACK.
 		garbage := bytes.Repeat([]byte{0xff, 0xfe, 0x7f, 0x3f}, 4<<10)
-		for _, tt := range []struct {
-			name string
-			frag []byte
-		}{
-			{"hpack literals", lit.Bytes()},
+		for _, tt := range []h2Frag{
+			{"hpack literals", h2Literals()},
 			{"garbage", garbage},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
@@ -980,9 +854,7 @@ func TestFloods(t *testing.T) {
 				h := hostileDialH2(t, q.addr.Listen)
 				h.c.(*net.TCPConn).SetWriteBuffer(32 << 10)
 
-				werr := h.write(true, func(fr *http2.Framer) error {
-					return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("/cont"), EndStream: true, EndHeaders: false})
-				})
+				_, werr := h.openBlock(1, "/cont")
 				sent := 0
 				for werr == nil && sent < total {
 					werr = h.write(true, func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, tt.frag) })
@@ -994,7 +866,7 @@ func TestFloods(t *testing.T) {
 				// would wait here for ever.
 				ended := h.waitFor(5*time.Second, func() bool { return h.goAway != nil || h.readErr != nil })
 				h.mu.Lock()
-				goAway, debug, readErr, at, status := h.goAway, h.debug, h.readErr, h.writtenAtGoAway, h.statuses[1]
+				goAway, readErr, at, status := h.goAway, h.readErr, h.writtenAtGoAway, h.stream(1).status
 				h.mu.Unlock()
 				if !ended {
 					t.Errorf("%d bytes of CONTINUATION sent (write error %v): no GOAWAY and the connection open 5 s later", sent, werr)
@@ -1010,7 +882,7 @@ func TestFloods(t *testing.T) {
 				switch {
 				case goAway != nil:
 					t.Logf("%s: GOAWAY %v (%q) with %d KiB written; %d KiB of CONTINUATION accepted by the socket; write error %v; read %v",
-						tt.name, goAway.ErrCode, debug, at>>10, sent>>10, werr, readErr)
+						tt.name, goAway.code, goAway.debug, at>>10, sent>>10, werr, readErr)
 				default:
 					t.Logf("%s: connection ended (%v) with %d KiB written, no GOAWAY; write error %v", tt.name, readErr, at>>10, werr)
 				}

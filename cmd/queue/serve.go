@@ -139,7 +139,6 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		MaxConns:          cfg.MaxConnections,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		Logger:            logger,
-		ErrorLog:          errLog,
 	})
 	if err != nil {
 		return nil, err

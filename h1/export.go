@@ -1,0 +1,41 @@
+package h1
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"net/url"
+)
+
+// The pieces of the HTTP/1.1 engine that queue's HTTP/2 engine (package
+// h2) shares with it, so that both read a target, format a Date and carry
+// the client's address the same way.
+
+// WithPeer returns ctx carrying ap as the client address that Peer reports
+// for requests whose context derives from it.
+func WithPeer(ctx context.Context, ap netip.AddrPort) context.Context {
+	return context.WithValue(ctx, peerKey{}, ap)
+}
+
+// SetTarget fills u from an origin-form target ("/path?query") as the
+// engine does for a request line: without allocating unless the path has
+// percent-escapes. It reports false for a target that is not origin-form
+// or does not unescape.
+func SetTarget(u *url.URL, target string) bool {
+	if target == "" || target[0] != '/' {
+		return false
+	}
+	*u = url.URL{}
+	return setOrigin(u, target) == nil
+}
+
+// AppendDate appends the current Date field value (RFC 9110 section
+// 6.6.1), formatted once a second.
+func AppendDate(b []byte) []byte { return appendDate(b) }
+
+// NetConn returns the connection a replayed connection reads after its
+// replayed bytes: a *tls.Conn for a TLS connection.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// Pending reports the replayed bytes not read yet.
+func (c *replayConn) Pending() int { return len(c.buf) }

@@ -1,0 +1,701 @@
+package h2
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/queue-dev/queue/h1"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+const (
+	// clientPreface opens every HTTP/2 connection (RFC 9113 section 3.4).
+	clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	// readBufSize is the connection's read buffer: a frame of the largest
+	// size queue accepts, with its header, in one read.
+	readBufSize = MaxFrameSize + 9
+	// queueHigh is how much response data may wait to be written before a
+	// handler's Write waits for the writer.
+	queueHigh = 64 << 10
+	// windowUpdateAt is how much of a receive window is consumed before it
+	// is given back.
+	windowUpdateAt = InitialWindow / 4
+	// maxWindow is the largest flow-control window (RFC 9113 section 6.9.1).
+	maxWindow = 1<<31 - 1
+	// maxHeaderTable is the HPACK dynamic table the client's encoder may
+	// use (the protocol's default, SETTINGS_HEADER_TABLE_SIZE).
+	maxHeaderTable = 4096
+	// drainPing is the payload of the PING that times the second GOAWAY of
+	// a drain.
+	drainPing = "h2drain!"
+)
+
+// conn is one HTTP/2 connection. Its read loop (serve) owns the reading
+// side: the Framer, the HPACK decoder, the header block being read. The
+// streams, their states and windows, the queue of frames to write and the
+// free streams are shared with the handlers' goroutines under mu.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	rd     connReader
+	fr     *http2.Framer // reads
+	dec    *hpack.Decoder
+	base   context.Context // carries the peer (h1.Peer)
+	remote string
+	tls    *tls.ConnectionState
+
+	// The header block being read: its stream (nil when it is refused or
+	// its stream is gone, but it must still be decoded for HPACK's sake)
+	// and its encoded size so far.
+	cur       *stream
+	curID     uint32
+	curBytes  int
+	curEnd    bool // the HEADERS frame had END_STREAM
+	curReject http2.ErrCode
+	canon     map[string]string // canonical keys of uncommon names, per connection (bounded)
+	blk       block
+
+	mu         sync.Mutex
+	streams    map[uint32]*stream // open or half-closed, as the client sees them
+	free       []*stream
+	running    int    // handlers running, of streams reset by the client too
+	maxID      uint32 // the highest stream the client opened
+	lastID     uint32 // after the final GOAWAY, the last stream served
+	goingAway  bool   // the final GOAWAY is queued; new streams are ignored
+	draining   bool   // the first GOAWAY is queued
+	closed     bool
+	glitches   int
+	resets     [16]uint32 // the streams queue reset last (rstLocked)
+	resetNext  uint32
+	sendWindow int64 // the connection's, for DATA to the client
+	initWindow int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
+	recvWindow int64 // the connection's, for DATA from the client
+	recvCredit int64 // consumed DATA not yet given back by WINDOW_UPDATE
+	space      sync.Cond
+
+	w       writer
+	idleAt  int64 // when the last stream ended, Unix nanoseconds
+	idleT   *time.Timer
+	idleArm bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.base = context.Background()
+	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
+		c.base = h1.WithPeer(c.base, ap)
+	}
+	for inner := nc; inner != nil; {
+		if tc, ok := inner.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			c.tls = &st
+			break
+		}
+		u, ok := inner.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		inner = u.NetConn()
+	}
+	c.space.L = &c.mu
+	c.sendWindow = 65535
+	c.initWindow = 65535
+	c.maxFrame = 16384
+	c.recvWindow = InitialWindow
+	c.w.init(c)
+	c.streams = make(map[uint32]*stream)
+	return c
+}
+
+// serve runs the read loop until the connection ends.
+func (c *conn) serve(opts *ConnOptions) {
+	defer func() {
+		c.close(errClosed)
+		c.rd.drop()
+	}()
+	c.rd.init(c.nc, c.tls != nil)
+	c.fr = http2.NewFramer(nil, &c.rd)
+	c.fr.SetMaxReadFrameSize(MaxFrameSize)
+	c.fr.SetReuseFrames()
+	c.dec = hpack.NewDecoder(maxHeaderTable, c.onField)
+	c.dec.SetMaxStringLength(MaxHeaderBlock)
+
+	c.mu.Lock()
+	c.w.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: InitialWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: MaxHeaderListSize},
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+	)
+	c.w.fr.WriteWindowUpdate(0, InitialWindow-65535)
+	c.w.kickLocked()
+	c.mu.Unlock()
+
+	c.nc.SetReadDeadline(time.Now().Add(c.s.headerTimeout()))
+	if opts != nil && opts.Upgrade != nil {
+		if err := c.upgrade(opts); err != nil {
+			c.goAway(http2.ErrCodeProtocol)
+			return
+		}
+	}
+	var p [len(clientPreface)]byte
+	if _, err := io.ReadFull(&c.rd, p[:]); err != nil || string(p[:]) != clientPreface {
+		if err == nil {
+			c.s.logger().Debug("http2: bad preface", "remote_addr", c.remote)
+			c.goAway(http2.ErrCodeProtocol)
+		}
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	first := true
+	for {
+		if c.rd.buffered() == 0 {
+			c.idle() // before the read waits
+		}
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			if !c.readError(err) {
+				return
+			}
+			continue
+		}
+		if first {
+			// The client's preface goes on with a SETTINGS frame (RFC 9113
+			// section 3.4).
+			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+				c.connError(http2.ErrCodeProtocol)
+				return
+			}
+			first = false
+		}
+		if err := c.frame(f); err != nil {
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.connError(http2.ErrCode(ce))
+			}
+			return
+		}
+	}
+}
+
+// readError handles what ReadFrame refused. It reports whether the
+// connection goes on.
+func (c *conn) readError(err error) bool {
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se):
+		c.mu.Lock()
+		if s := c.streams[se.StreamID]; s != nil {
+			c.resetLocked(s, se.Code)
+		} else {
+			c.rstLocked(se.StreamID, se.Code)
+		}
+		c.mu.Unlock()
+		return true
+	case errors.As(err, &ce):
+		c.connError(http2.ErrCode(ce))
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.connError(http2.ErrCodeFrameSize)
+	}
+	return false
+}
+
+// connError ends the connection on a connection error of the client's
+// making: logged at debug, as clients cause them.
+func (c *conn) connError(code http2.ErrCode) {
+	c.s.logger().Debug("http2: connection error", "remote_addr", c.remote, "code", code.String())
+	c.goAway(code)
+}
+
+// frame handles one frame. An error ends the connection: a
+// ConnectionError with GOAWAY first.
+func (c *conn) frame(f http2.Frame) error {
+	if c.curID != 0 {
+		if cf, ok := f.(*http2.ContinuationFrame); ok && cf.StreamID == c.curID {
+			return c.continuation(cf)
+		}
+		return http2.ConnectionError(http2.ErrCodeProtocol) // the Framer checks this too
+	}
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return c.data(f)
+	case *http2.HeadersFrame:
+		return c.headers(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			c.mu.Lock()
+			c.streamErrorLocked(f.StreamID, http2.ErrCodeProtocol)
+			c.mu.Unlock()
+		}
+		return nil
+	case *http2.RSTStreamFrame:
+		return c.rstStream(f)
+	case *http2.SettingsFrame:
+		return c.settings(f)
+	case *http2.PingFrame:
+		return c.ping(f)
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		c.goingAway = true
+		if c.lastID == 0 {
+			c.lastID = c.maxID
+		}
+		idle := len(c.streams) == 0 && c.running == 0
+		c.mu.Unlock()
+		if idle {
+			return errClosed
+		}
+		return nil
+	case *http2.WindowUpdateFrame:
+		return c.windowUpdate(f)
+	case *http2.ContinuationFrame, *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // a client cannot push (RFC 9113 section 8.4)
+	}
+	return nil // unknown frame types are ignored (RFC 9113 section 4.1)
+}
+
+func (c *conn) settings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := f.ForeachSetting(func(st http2.Setting) error {
+		if err := st.Valid(); err != nil {
+			return err
+		}
+		return c.applySetting(st)
+	})
+	if err != nil {
+		return err
+	}
+	c.w.fr.WriteSettingsAck()
+	return c.w.checkQueued()
+}
+
+// applySetting applies one of the client's settings; mu is held.
+func (c *conn) applySetting(st http2.Setting) error {
+	switch st.ID {
+	case http2.SettingInitialWindowSize:
+		delta := int64(st.Val) - c.initWindow
+		c.initWindow = int64(st.Val)
+		for _, s := range c.streams {
+			s.sendWindow += delta
+			if s.sendWindow > maxWindow {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			if delta > 0 {
+				s.space.Broadcast()
+			}
+		}
+	case http2.SettingMaxFrameSize:
+		c.maxFrame = int(st.Val)
+	}
+	// HEADER_TABLE_SIZE: queue's encoder never indexes (encode.go).
+	// ENABLE_PUSH: queue never pushes. MAX_CONCURRENT_STREAMS: queue opens
+	// none. MAX_HEADER_LIST_SIZE: advisory.
+	return nil
+}
+
+func (c *conn) ping(f *http2.PingFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.IsAck() {
+		if string(f.Data[:]) == drainPing && c.draining && !c.goingAway {
+			c.finalGoAwayLocked()
+		}
+		return nil
+	}
+	c.w.fr.WritePing(true, f.Data)
+	return c.w.checkQueued()
+}
+
+func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		c.sendWindow += int64(f.Increment)
+		if c.sendWindow > maxWindow {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.space.Broadcast()
+		return nil
+	}
+	s := c.streams[f.StreamID]
+	if s == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		return nil // closed: a frame in flight as it closed
+	}
+	s.sendWindow += int64(f.Increment)
+	if s.sendWindow > maxWindow {
+		c.resetLocked(s, http2.ErrCodeFlowControl)
+		return nil
+	}
+	s.space.Broadcast()
+	return nil
+}
+
+func (c *conn) rstStream(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.streams[f.StreamID]
+	if s == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		return nil
+	}
+	if !s.sendDone {
+		if err := c.glitchLocked(); err != nil {
+			return err
+		}
+	}
+	c.closeStreamLocked(s, errReset)
+	return nil
+}
+
+// glitchLocked counts something that served nothing (MaxGlitches).
+func (c *conn) glitchLocked() error {
+	c.glitches++
+	if c.glitches > MaxGlitches {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
+	return nil
+}
+
+func (c *conn) data(f *http2.DataFrame) error {
+	n := int64(f.Length) // padding included: it counts against the windows
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recvWindow -= n
+	if c.recvWindow < 0 {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	s := c.streams[f.StreamID]
+	if s == nil || s.recvDone {
+		c.creditLocked(n)
+		if s == nil && f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+		}
+		if s == nil && c.resetByUs(f.StreamID) {
+			// In flight when queue reset the stream: ignored (RFC 9113
+			// section 5.1).
+			if len(f.Data()) == 0 && !f.StreamEnded() {
+				return c.glitchLocked()
+			}
+			return nil
+		}
+		// After the client's END_STREAM or RST_STREAM: STREAM_CLOSED.
+		if err := c.glitchLocked(); err != nil {
+			return err
+		}
+		c.streamErrorLocked(f.StreamID, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	s.recvWindow -= n
+	if s.recvWindow < 0 {
+		c.creditLocked(n)
+		c.resetLocked(s, http2.ErrCodeFlowControl)
+		return nil
+	}
+	data := f.Data()
+	if pad := n - int64(len(data)); pad > 0 {
+		c.creditLocked(pad)
+		s.recvWindow += pad
+	}
+	if len(data) == 0 && !f.StreamEnded() {
+		if err := c.glitchLocked(); err != nil {
+			return err
+		}
+	}
+	s.received += int64(len(data))
+	if s.declared >= 0 && (s.received > s.declared || f.StreamEnded() && s.received != s.declared) {
+		c.creditLocked(int64(len(data)))
+		c.resetLocked(s, http2.ErrCodeProtocol)
+		return nil
+	}
+	if s.bodyGone {
+		c.creditLocked(int64(len(data))) // the handler is done with the body
+	} else if len(data) > 0 {
+		s.body.append(data)
+	}
+	if f.StreamEnded() {
+		c.endRecvLocked(s)
+	}
+	s.space.Broadcast()
+	return nil
+}
+
+// creditLocked gives n bytes of DATA back to the connection's window,
+// batched.
+func (c *conn) creditLocked(n int64) {
+	c.recvCredit += n
+	if c.recvCredit >= windowUpdateAt && !c.closed {
+		c.w.fr.WriteWindowUpdate(0, uint32(c.recvCredit))
+		c.recvWindow += c.recvCredit
+		c.recvCredit = 0
+	}
+}
+
+// endRecvLocked notes the client's END_STREAM on s.
+func (c *conn) endRecvLocked(s *stream) {
+	s.recvDone = true
+	if s.sendDone {
+		c.removeLocked(s)
+	}
+}
+
+// streamErrorLocked answers a stream error on id, open or not.
+func (c *conn) streamErrorLocked(id uint32, code http2.ErrCode) {
+	if s := c.streams[id]; s != nil {
+		c.resetLocked(s, code)
+		return
+	}
+	c.rstLocked(id, code)
+}
+
+// resetLocked resets s from queue's side: RST_STREAM, and the stream is
+// closed.
+func (c *conn) resetLocked(s *stream, code http2.ErrCode) {
+	if !s.sendDone || !s.recvDone {
+		c.rstLocked(s.id, code)
+	}
+	c.closeStreamLocked(s, errReset)
+}
+
+// rstLocked queues RST_STREAM, and notes the stream as reset by queue:
+// frames the client sent before it saw the reset are ignored.
+func (c *conn) rstLocked(id uint32, code http2.ErrCode) {
+	c.w.rst(id, code)
+	c.resets[c.resetNext%uint32(len(c.resets))] = id
+	c.resetNext++
+}
+
+// resetByUs reports whether id is among the streams queue reset last.
+func (c *conn) resetByUs(id uint32) bool {
+	for _, r := range c.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// closeStreamLocked ends s on both sides: its handler's context is
+// canceled, its body and writes fail with err, and it leaves the table.
+func (c *conn) closeStreamLocked(s *stream, err error) {
+	s.sendDone, s.recvDone = true, true
+	if s.err == nil {
+		s.err = err
+	}
+	s.ctx.cancel()
+	if n := s.body.len(); n > 0 {
+		c.creditLocked(int64(n))
+		s.body.reset()
+	}
+	s.bodyGone = true
+	s.space.Broadcast()
+	c.removeLocked(s)
+}
+
+// removeLocked takes s out of the table once both sides are done, and
+// frees it if its handler is done too.
+func (c *conn) removeLocked(s *stream) {
+	if !s.inTable {
+		return
+	}
+	s.inTable = false
+	delete(c.streams, s.id)
+	c.idleCheckLocked()
+	s.unref()
+}
+
+// idleCheckLocked ends a draining connection that has no more streams,
+// and notes when it became idle.
+func (c *conn) idleCheckLocked() {
+	if len(c.streams) > 0 || c.running > 0 {
+		return
+	}
+	if c.goingAway {
+		c.closeAfterFlushLocked()
+		return
+	}
+	c.idleAt = time.Now().UnixNano()
+	if !c.idleArm && !c.closed {
+		c.idleArm = true
+		if c.idleT == nil {
+			c.idleT = time.AfterFunc(c.s.idleTimeout(), c.idleFired)
+		} else {
+			c.idleT.Reset(c.s.idleTimeout())
+		}
+	}
+}
+
+// idle is called by the read loop before its read waits: what the frames
+// read so far want written (acknowledgements, WINDOW_UPDATE, RST_STREAM)
+// is written, by another goroutine: the read loop must go on reading
+// while a client that does not read holds a write up, or the two would
+// wait on each other, each with its socket buffers full. And the idle
+// timer is armed if the connection is idle and it is not armed.
+func (c *conn) idle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.w.kickLocked()
+	if c.idleArm || len(c.streams) > 0 || c.running > 0 || c.closed {
+		return
+	}
+	c.idleArm = true
+	if c.idleAt == 0 {
+		c.idleAt = time.Now().UnixNano()
+	}
+	d := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano())
+	if c.idleT == nil {
+		c.idleT = time.AfterFunc(d, c.idleFired)
+	} else {
+		c.idleT.Reset(d)
+	}
+}
+
+func (c *conn) idleFired() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idleArm = false
+	if c.closed || len(c.streams) > 0 || c.running > 0 {
+		return
+	}
+	if left := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano()); left > 0 {
+		c.idleArm = true
+		c.idleT.Reset(left)
+		return
+	}
+	c.goingAway = true
+	c.w.fr.WriteGoAway(c.maxID, http2.ErrCodeNo, nil)
+	c.closeAfterFlushLocked()
+}
+
+// closeAfterFlushLocked writes what is queued, then closes the connection
+// (the read loop's read then fails).
+func (c *conn) closeAfterFlushLocked() {
+	if c.closed {
+		return
+	}
+	c.w.closeAfter = true
+	c.w.kickLocked()
+}
+
+// drain starts a graceful close: GOAWAY with the highest stream id and a
+// PING; the PING's ack sends the final GOAWAY (finalGoAwayLocked).
+func (c *conn) drain() {
+	c.mu.Lock()
+	if c.draining || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	c.w.fr.WriteGoAway(maxWindow, http2.ErrCodeNo, nil)
+	var p [8]byte
+	copy(p[:], drainPing)
+	c.w.fr.WritePing(false, p)
+	c.w.kickLocked()
+	c.mu.Unlock()
+	// A client that never acks the PING still gets the final GOAWAY.
+	time.AfterFunc(time.Second, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.goingAway && !c.closed {
+			c.finalGoAwayLocked()
+		}
+	})
+}
+
+func (c *conn) finalGoAwayLocked() {
+	c.goingAway = true
+	c.lastID = c.maxID
+	c.w.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+	c.w.kickLocked()
+	c.idleCheckLocked()
+}
+
+// goAway ends the connection with a connection error: GOAWAY, written
+// with what is queued before it within goAwayWait, and the connection
+// closes.
+func (c *conn) goAway(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.goingAway = true
+	c.w.fr.WriteGoAway(c.maxID, code, nil)
+	c.w.closeAfter = true
+	c.nc.SetWriteDeadline(time.Now().Add(goAwayWait))
+	c.w.wdl = time.Now().Add(time.Hour).UnixNano() // the writer keeps this deadline
+	if !c.w.writing {
+		c.w.writing = true
+		c.w.loopLocked()
+		return
+	}
+	for !c.closed {
+		c.space.Wait()
+	}
+}
+
+// goAwayWait bounds the writing of a GOAWAY that ends a connection in
+// error, to a client that may not be reading.
+const goAwayWait = time.Second
+
+// close ends the connection: every stream fails with err.
+func (c *conn) close(err error) {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		for _, s := range c.streams {
+			c.closeStreamLocked(s, err)
+		}
+		c.space.Broadcast()
+		if c.idleT != nil {
+			c.idleT.Stop()
+		}
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+var errReset = errors.New("h2: stream reset")
+
+// upgrade sets up stream 1 from an "Upgrade: h2c" request, and applies
+// its HTTP2-Settings.
+func (c *conn) upgrade(opts *ConnOptions) error {
+	b := opts.Settings
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(b) >= 6 {
+		st := http2.Setting{ID: http2.SettingID(uint16(b[0])<<8 | uint16(b[1])), Val: uint32(b[2])<<24 | uint32(b[3])<<16 | uint32(b[4])<<8 | uint32(b[5])}
+		if err := st.Valid(); err != nil {
+			return err
+		}
+		if err := c.applySetting(st); err != nil {
+			return err
+		}
+		b = b[6:]
+	}
+	s := c.newStreamLocked(1)
+	s.fromRequest(opts.Upgrade)
+	c.maxID = 1
+	c.startLocked(s)
+	return nil
+}
+
+var _ = http.StatusOK

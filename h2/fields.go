@@ -1,0 +1,402 @@
+package h2
+
+import (
+	"net/http"
+	"net/textproto"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// block is what the read loop learns of a header block as it decodes it.
+type block struct {
+	method, scheme, path, authority, host string
+	cl                                    string // content-length, if any
+	regular                               bool   // a regular field came: no more pseudo-fields
+	trailers                              bool
+	bad                                   bool // malformed (RFC 9113 section 8.1.1): a stream error
+	size                                  int  // the header list's size (RFC 9113 section 6.5.2)
+	tooLarge                              bool
+}
+
+// headers starts a header block: a new stream's request, or a stream's
+// trailers.
+func (c *conn) headers(f *http2.HeadersFrame) error {
+	id := f.StreamID
+	c.blk = block{}
+	c.cur, c.curReject = nil, 0
+	c.mu.Lock()
+	s := c.streams[id]
+	switch {
+	case s != nil:
+		switch {
+		case s.recvDone:
+			c.curReject = http2.ErrCodeStreamClosed
+		case !f.StreamEnded():
+			c.curReject = http2.ErrCodeProtocol // trailers end the stream
+		default:
+			c.cur = s
+			c.blk.trailers = true
+		}
+	case id <= c.maxID && c.resetByUs(id):
+		// Trailers in flight when queue reset the stream: decoded for
+		// HPACK's sake, and ignored.
+	case id <= c.maxID:
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeStreamClosed)
+	case id%2 == 0:
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	default:
+		c.maxID = id
+		switch {
+		case c.goingAway:
+			// Past the final GOAWAY: ignored; the client retries it
+			// elsewhere. Decoded all the same, for HPACK's state.
+		case len(c.streams) >= MaxConcurrentStreams || c.running >= MaxConcurrentStreams:
+			// Refused, and a glitch: past the limit the client set, or
+			// while its reset streams' handlers run (rapid reset).
+			c.curReject = http2.ErrCodeRefusedStream
+			if err := c.glitchLocked(); err != nil {
+				c.mu.Unlock()
+				return err
+			}
+		default:
+			c.cur = c.newStreamLocked(id)
+		}
+	}
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.curReject = http2.ErrCodeProtocol // a stream cannot depend on itself
+		if c.cur != nil && !c.blk.trailers {
+			c.resetLocked(c.cur, c.curReject)
+			c.curReject = 0
+		}
+		c.cur = nil
+	}
+	c.mu.Unlock()
+	c.curID, c.curEnd = id, f.StreamEnded()
+	c.curBytes = 9 + len(f.HeaderBlockFragment())
+	if _, err := c.dec.Write(f.HeaderBlockFragment()); err != nil {
+		return http2.ConnectionError(http2.ErrCodeCompression)
+	}
+	if f.HeadersEnded() {
+		return c.endBlock()
+	}
+	// The rest of the block must come within the header timeout: the
+	// stream is in the table meanwhile, and keeps the connection from
+	// idling out.
+	c.nc.SetReadDeadline(time.Now().Add(c.s.headerTimeout()))
+	return nil
+}
+
+func (c *conn) continuation(f *http2.ContinuationFrame) error {
+	frag := f.HeaderBlockFragment()
+	c.curBytes += 9 + len(frag)
+	if c.curBytes > MaxHeaderBlock {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
+	if len(frag) == 0 && !f.HeadersEnded() {
+		c.mu.Lock()
+		err := c.glitchLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := c.dec.Write(frag); err != nil {
+		return http2.ConnectionError(http2.ErrCodeCompression)
+	}
+	if f.HeadersEnded() {
+		c.nc.SetReadDeadline(time.Time{})
+		return c.endBlock()
+	}
+	return nil
+}
+
+// endBlock acts on a whole header block.
+func (c *conn) endBlock() error {
+	if err := c.dec.Close(); err != nil {
+		return http2.ConnectionError(http2.ErrCodeCompression)
+	}
+	id, s, b := c.curID, c.cur, &c.blk
+	c.curID, c.cur = 0, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s == nil {
+		if c.curReject != 0 {
+			c.streamErrorLocked(id, c.curReject)
+		}
+		return nil
+	}
+	if s.err != nil {
+		return nil // reset while its block was read
+	}
+	if b.trailers {
+		if b.bad || b.tooLarge || (s.declared >= 0 && s.received != s.declared) {
+			c.resetLocked(s, http2.ErrCodeProtocol)
+			return nil
+		}
+		c.endRecvLocked(s)
+		s.space.Broadcast()
+		return nil
+	}
+	if b.tooLarge {
+		c.answerLocked(s, http.StatusRequestHeaderFieldsTooLarge)
+		return nil
+	}
+	if b.bad || b.method == "" || (b.method != http.MethodConnect && (b.scheme == "" || b.path == "")) ||
+		(b.method == http.MethodConnect && (b.scheme != "" || b.path != "" || b.authority == "")) {
+		c.resetLocked(s, http2.ErrCodeProtocol)
+		return nil
+	}
+	declared := int64(-1)
+	if b.cl != "" {
+		n, ok := parseLength(b.cl)
+		if !ok || (c.curEnd && n != 0) {
+			c.resetLocked(s, http2.ErrCodeProtocol)
+			return nil
+		}
+		declared = n
+	}
+	if !s.setRequest(b, declared, c.curEnd) {
+		c.answerLocked(s, http.StatusBadRequest)
+		return nil
+	}
+	if c.curEnd {
+		c.endRecvLocked(s)
+	}
+	c.startLocked(s)
+	return nil
+}
+
+// answerLocked answers s from the read loop, with an empty body: a
+// request the handler never sees.
+func (c *conn) answerLocked(s *stream, status int) {
+	c.w.hbuf = appendStatus(c.w.hbuf[:0], status)
+	c.w.hbuf = appendField(c.w.hbuf, "content-length", "0")
+	c.w.headersLocked(s.id, c.w.hbuf, true)
+	s.sendDone = true
+	s.bodyGone = true
+	if s.body.len() > 0 {
+		c.creditLocked(int64(s.body.len()))
+		s.body.reset()
+	}
+	if s.recvDone || c.curEnd {
+		c.removeLocked(s)
+	}
+}
+
+// onField takes one decoded field of the block being read.
+func (c *conn) onField(f hpackField) {
+	b := &c.blk
+	b.size += len(f.Name) + len(f.Value) + 32
+	if b.size > MaxHeaderListSize {
+		b.tooLarge = true
+	}
+	if b.tooLarge || b.bad || c.cur == nil {
+		return
+	}
+	name, value := f.Name, f.Value
+	if len(name) > 0 && name[0] == ':' {
+		if b.regular || b.trailers {
+			b.bad = true
+			return
+		}
+		var p *string
+		switch name {
+		case ":method":
+			p = &b.method
+		case ":scheme":
+			p = &b.scheme
+		case ":path":
+			p = &b.path
+		case ":authority":
+			p = &b.authority
+		default:
+			b.bad = true // :protocol included: extended CONNECT is not offered
+			return
+		}
+		if *p != "" || value == "" {
+			b.bad = true
+			return
+		}
+		*p = value
+		return
+	}
+	b.regular = true
+	if !validName(name) || !validValue(value) {
+		b.bad = true
+		return
+	}
+	if connectionSpecific(name) {
+		b.bad = true
+		return
+	}
+	switch name {
+	case "te":
+		if value != "trailers" {
+			b.bad = true
+			return
+		}
+	case "content-length":
+		if b.cl != "" && b.cl != value {
+			b.bad = true
+			return
+		}
+		b.cl = value
+		if !b.trailers {
+			return // ContentLength carries it
+		}
+	case "host":
+		if b.host != "" {
+			b.bad = true
+			return
+		}
+		b.host = value
+		if !b.trailers {
+			return // Host carries it
+		}
+	}
+	s := c.cur
+	key := c.canonical(name)
+	if b.trailers {
+		if s.trailer == nil {
+			s.trailer = make(http.Header)
+		}
+		s.trailer[key] = append(s.trailer[key], value)
+		return
+	}
+	h := s.hdr
+	if vv, ok := h[key]; ok {
+		if key == "Cookie" {
+			// Split crumbs are joined for HTTP/1.1 (RFC 9113 section
+			// 8.2.3).
+			h[key] = []string{vv[0] + "; " + value}
+			return
+		}
+		h[key] = append(vv, value)
+		return
+	}
+	s.vals = append(s.vals, value)
+	n := len(s.vals)
+	h[key] = s.vals[n-1 : n : n]
+}
+
+// canonical returns the http.Header key of a lowercase field name.
+func (c *conn) canonical(name string) string {
+	if k, ok := commonKeys[name]; ok {
+		return k
+	}
+	if k, ok := c.canon[name]; ok {
+		return k
+	}
+	k := textproto.CanonicalMIMEHeaderKey(name)
+	if c.canon == nil {
+		c.canon = make(map[string]string)
+	}
+	if len(c.canon) < maxCanon {
+		c.canon[name] = k
+	}
+	return k
+}
+
+// maxCanon bounds a connection's cache of uncommon names.
+const maxCanon = 64
+
+var commonKeys = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []string{
+		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Accept-Ranges",
+		"Access-Control-Request-Headers", "Access-Control-Request-Method", "Authorization",
+		"Baggage", "Cache-Control", "Content-Encoding", "Content-Language", "Content-Length",
+		"Content-Type", "Cookie", "Date", "Dnt", "Expect", "Forwarded", "From", "Grpc-Accept-Encoding",
+		"Grpc-Encoding", "Grpc-Timeout", "If-Match", "If-Modified-Since", "If-None-Match", "If-Range",
+		"If-Unmodified-Since", "K-Kubelet-Probe", "Knative-Serving-Namespace", "Knative-Serving-Revision",
+		"Max-Forwards", "Origin", "Pragma", "Priority", "Range", "Referer", "Sec-Fetch-Dest", "Sec-Fetch-Mode",
+		"Sec-Fetch-Site", "Sec-Fetch-User", "Te", "Traceparent", "Tracestate", "Upgrade-Insecure-Requests",
+		"User-Agent", "Via", "X-B3-Flags", "X-B3-Parentspanid", "X-B3-Sampled", "X-B3-Spanid", "X-B3-Traceid",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
+		"X-Requested-With", "B3",
+	} {
+		m[lower(k)] = k
+	}
+	return m
+}()
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// validName reports whether name is a lowercase token (RFC 9113 section
+// 8.2.1: uppercase is malformed).
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 0x80 || !nameChars[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var nameChars = func() (t [128]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// validValue reports whether value has no control byte but HTAB, and no
+// leading or trailing whitespace (RFC 9113 section 8.2.1).
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	if n := len(v); n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n-1] == ' ' || v[n-1] == '\t') {
+		return false
+	}
+	return true
+}
+
+// parseLength parses a content-length value: digits only, at most 18.
+func parseLength(v string) (int64, bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// connectionSpecific reports the fields, by lowercase name, that HTTP/2
+// does not carry (RFC 9113 section 8.2.2): a request with one is
+// malformed, and a response's are not sent.
+func connectionSpecific(name string) bool {
+	switch name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,126 @@
+package h2
+
+import (
+	"net"
+	"sync"
+	"syscall"
+
+	"github.com/queue-dev/queue/h1"
+)
+
+// connReader is what the connection's Framer reads: the connection
+// through a read buffer. On plain TCP the buffer is taken only when the
+// socket has bytes to read, in the runtime's readiness callback, and given
+// back whenever it is empty: an idle HTTP/2 connection holds no read
+// buffer, as an idle HTTP/1.1 one holds none (package h1), and the read
+// that waits is the read that fills, one system call as with net.Conn.
+// Under TLS, whose own buffers may hold what the socket no longer shows,
+// the buffer stays and reads go through the TLS connection.
+type connReader struct {
+	nc   net.Conn
+	raw  syscall.RawConn            // the TCP socket; nil under TLS
+	pend interface{ Pending() int } // bytes replayed before the socket's, if any
+	buf  *[]byte
+	r, w int
+	err  error
+	fill func(fd uintptr) bool // readRaw, made once
+}
+
+// readers are the read buffers of plain TCP connections that have bytes
+// to read.
+var readers = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
+func (r *connReader) init(nc net.Conn, tls bool) {
+	r.nc = nc
+	r.pend, _ = nc.(interface{ Pending() int })
+	r.fill = r.readRaw
+	if tls {
+		return
+	}
+	for inner := nc; inner != nil; {
+		if sc, ok := inner.(*net.TCPConn); ok {
+			r.raw, _ = sc.SyscallConn()
+			return
+		}
+		u, ok := inner.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		inner = u.NetConn()
+	}
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.r == r.w {
+		if err := r.more(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*r.buf)[r.r:r.w])
+	r.r += n
+	if r.r == r.w {
+		r.release()
+	}
+	return n, nil
+}
+
+// more reads what comes next into an empty buffer.
+func (r *connReader) more() error {
+	r.r, r.w = 0, 0
+	if r.raw == nil || (r.pend != nil && r.pend.Pending() > 0) {
+		if r.buf == nil {
+			r.buf = readers.Get().(*[]byte)
+		}
+		n, err := r.nc.Read(*r.buf)
+		r.w = n
+		if n > 0 {
+			return nil
+		}
+		r.release()
+		return err
+	}
+	r.err = nil
+	if err := r.raw.Read(r.fill); err != nil {
+		r.release()
+		return err // a deadline, or the connection closed
+	}
+	if r.err != nil {
+		r.release()
+		return r.err
+	}
+	return nil
+}
+
+// readRaw is more's readiness callback: it reads into a buffer taken for
+// the read, and gives it back if there was nothing to read.
+func (r *connReader) readRaw(fd uintptr) bool {
+	if r.buf == nil {
+		r.buf = readers.Get().(*[]byte)
+	}
+	n, again, err := h1.ReadFD(fd, *r.buf)
+	if again {
+		r.release()
+		return false
+	}
+	r.w, r.err = n, err
+	return true
+}
+
+// buffered reports the bytes read from the socket and not yet taken.
+func (r *connReader) buffered() int { return r.w - r.r }
+
+// release gives the buffer back when it holds nothing, on plain TCP.
+func (r *connReader) release() {
+	if r.buf != nil && r.r == r.w && r.raw != nil {
+		readers.Put(r.buf)
+		r.buf = nil
+	}
+}
+
+// drop gives the buffer back when the connection has ended.
+func (r *connReader) drop() {
+	if r.buf != nil {
+		readers.Put(r.buf)
+		r.buf = nil
+	}
+}

@@ -1,0 +1,232 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queue-dev/queue/internal/gostack"
+)
+
+// Server serves HTTP/2 connections that its caller accepted (and, for TLS,
+// negotiated "h2" on) or upgraded from HTTP/1.1. Set the fields before the
+// first ServeConn; they must not change afterwards.
+type Server struct {
+	// Handler serves every stream. Required. The *http.Request, its
+	// header map and body, and the ResponseWriter are reused for a later
+	// stream once ServeHTTP returned: a handler must not keep them.
+	Handler http.Handler
+	// ReadHeaderTimeout bounds the wait for the client preface. 0 means
+	// 10 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a connection (GOAWAY NO_ERROR) that carries no
+	// stream for this long. 0 means 120 s.
+	IdleTimeout time.Duration
+	// Logger receives handler panics (warn) and connection errors
+	// (debug). nil discards.
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	shutdown atomic.Bool
+	drained  chan struct{} // closed when conns empties after Shutdown began
+
+	workers workers
+}
+
+// Conn options for ServeConn.
+type ConnOptions struct {
+	// Upgrade is the HTTP/1.1 request that asked for "Upgrade: h2c"; it is
+	// served as stream 1, half-closed by the client. Its body must be
+	// empty. nil for a connection that starts with the client preface.
+	Upgrade *http.Request
+	// Settings is the decoded HTTP2-Settings field of Upgrade.
+	Settings []byte
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return 120 * time.Second
+}
+
+func (s *Server) headerTimeout() time.Duration {
+	if s.ReadHeaderTimeout > 0 {
+		return s.ReadHeaderTimeout
+	}
+	return 10 * time.Second
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return discard
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// ServeConn serves HTTP/2 on nc until the connection ends, and closes it.
+// It runs the connection's read loop on the calling goroutine.
+func (s *Server) ServeConn(nc net.Conn, opts *ConnOptions) {
+	c := newConn(s, nc)
+	if !s.track(c, true) {
+		nc.Close()
+		return
+	}
+	defer s.track(c, false)
+	c.serve(opts)
+}
+
+func (s *Server) track(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shutdown.Load() {
+			return false
+		}
+		if s.conns == nil {
+			s.conns = make(map[*conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+		return true
+	}
+	delete(s.conns, c)
+	if len(s.conns) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	return true
+}
+
+// Shutdown drains every connection: GOAWAY, in two steps (RFC 9113
+// section 6.8), so that no stream the client sent meanwhile is lost; the
+// streams in flight are served to their end; each connection closes when
+// it has none left. It returns when all have closed, or, once ctx is done,
+// closes what is left and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown.Store(true)
+	done := make(chan struct{})
+	if len(s.conns) == 0 {
+		close(done)
+	} else {
+		s.drained = done
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.drain()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes every connection at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown.Store(true)
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	s.workers.stopIdle()
+	return nil
+}
+
+// workers run streams' handlers. A worker that finished a stream waits for
+// the next one; one idle for workerIdle exits (within twice that). Under
+// load a stream thus costs a goroutine switch, not a goroutine; at rest
+// no worker is left.
+type workers struct {
+	mu    sync.Mutex
+	idle  []*worker // last idled at the end
+	timer *time.Timer
+}
+
+type worker struct {
+	ch   chan *stream
+	last int64 // when it went idle, Unix nanoseconds
+}
+
+const workerIdle = time.Second
+
+// run serves st on an idle worker, or on a new one.
+func (ws *workers) run(st *stream) {
+	ws.mu.Lock()
+	if n := len(ws.idle); n > 0 {
+		w := ws.idle[n-1]
+		ws.idle[n-1] = nil
+		ws.idle = ws.idle[:n-1]
+		ws.mu.Unlock()
+		w.ch <- st
+		return
+	}
+	ws.mu.Unlock()
+	w := &worker{ch: make(chan *stream, 1)}
+	go ws.work(w, st)
+}
+
+func (ws *workers) work(w *worker, st *stream) {
+	gostack.Grow()
+	for st != nil {
+		st.serve()
+		ws.mu.Lock()
+		w.last = time.Now().UnixNano()
+		ws.idle = append(ws.idle, w)
+		if ws.timer == nil {
+			ws.timer = time.AfterFunc(workerIdle, ws.retire)
+		}
+		ws.mu.Unlock()
+		st = <-w.ch
+	}
+}
+
+// retire ends the workers idle for workerIdle, oldest first.
+func (ws *workers) retire() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	cut := time.Now().Add(-workerIdle).UnixNano()
+	n := 0
+	for n < len(ws.idle) && ws.idle[n].last <= cut {
+		ws.idle[n].ch <- nil
+		n++
+	}
+	ws.idle = append(ws.idle[:0], ws.idle[n:]...)
+	clear(ws.idle[len(ws.idle):cap(ws.idle)])
+	if len(ws.idle) > 0 {
+		ws.timer.Reset(workerIdle)
+	} else {
+		ws.timer = nil
+	}
+}
+
+func (ws *workers) stopIdle() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, w := range ws.idle {
+		w.ch <- nil
+	}
+	clear(ws.idle)
+	ws.idle = ws.idle[:0]
+}
+
+var errClosed = errors.New("h2: connection closed")
