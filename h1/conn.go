@@ -33,7 +33,7 @@ const (
 type conn struct {
 	s         *Server
 	nc        net.Conn        // what requests are read from and responses written to
-	tcp       *net.TCPConn    // nc's socket when nc is plain TCP, for writev; else nil
+	tcp       *net.TCPConn    // nc's socket when nc is plain TCP, for raw writes; else nil
 	raw       syscall.RawConn // the TCP socket (under TLS too): idle reads and peeks
 	closer    *countedConn    // the accepted connection; closing it releases MaxConns
 	tls       *tls.ConnectionState

@@ -51,11 +51,11 @@ func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
 	}
 }
 
-// maxIovec is how many buffers one writev call takes; more are written by
+// maxIovec is how many buffers one sendmsg call takes; more are written by
 // further calls.
 const maxIovec = 8
 
-// VecWriter writes buffers to a plain TCP socket with raw writev calls,
+// VecWriter writes buffers to a plain TCP socket with raw sendmsg calls,
 // as many as the socket takes, waiting in the netpoller when it is full.
 // One per connection, reused for every write; not for concurrent use. The
 // proxy's upstream writes share it.
@@ -66,6 +66,7 @@ type VecWriter struct {
 	n    int64
 	err  error
 	iov  [maxIovec]syscall.Iovec
+	msg  syscall.Msghdr
 	one  [1][]byte
 }
 
@@ -85,6 +86,7 @@ func (v *VecWriter) Writev(bufs [][]byte) (int64, error) {
 	err := v.raw.Write(v.fn)
 	v.bufs = nil
 	v.iov = [maxIovec]syscall.Iovec{} // no buffer stays reachable from here
+	v.msg.Iov = nil
 	if err == nil {
 		err = v.err
 	}
@@ -99,7 +101,7 @@ func (v *VecWriter) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// write is the RawConn callback: writev until bufs are written (true), the
+// write is the RawConn callback: sendmsg until bufs are written (true), the
 // socket is full (false: the runtime waits for writability and calls
 // again), or an error (true, with v.err set).
 func (v *VecWriter) write(fd uintptr) bool {
@@ -120,7 +122,13 @@ func (v *VecWriter) write(fd uintptr) bool {
 			return true
 		}
 		raceRelease(fd)
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(k))
+		// sendmsg rather than writev: the kernel goes straight to the
+		// socket, without writev's file-position lock (fdget_pos) and VFS
+		// layer, as nginx's and HAProxy's send calls do; MSG_NOSIGNAL
+		// turns a write to a closed peer into EPIPE alone.
+		v.msg.Iov = &v.iov[0]
+		setLen(&v.msg.Iovlen, k)
+		r, _, e := syscall.RawSyscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&v.msg)), syscall.MSG_NOSIGNAL)
 		switch {
 		case e == syscall.EINTR:
 			continue
@@ -147,3 +155,6 @@ func (v *VecWriter) consume(n int) {
 		v.bufs = v.bufs[1:]
 	}
 }
+
+// setLen sets a Msghdr's Iovlen, whose type differs between platforms.
+func setLen[T ~uint32 | ~uint64](p *T, n int) { *p = T(n) }

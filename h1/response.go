@@ -15,7 +15,7 @@ import (
 
 // response is the http.ResponseWriter of a connection, reused for each of
 // its requests. It buffers the head and up to bufSize of body, so that a
-// small response goes out in one write (writev of head and body) with a
+// small response goes out in one write (sendmsg of head and body) with a
 // Content-Length computed when the handler returns without one; a larger
 // or flushed response goes out as it is written, chunked on HTTP/1.1 when
 // its length is unknown.
@@ -223,7 +223,7 @@ func (w *response) Write(p []byte) (int, error) {
 		(w.wbuf == nil && len(p) < bufSize || w.wbuf != nil && w.n+len(p) <= len(*w.wbuf)) {
 		// Buffered, but never the whole body of a response of declared
 		// length in one write (the proxy's, out of its read buffer): that
-		// goes out at once below, head and body in one writev, with no
+		// goes out at once below, head and body in one sendmsg, with no
 		// copy. The response is complete; nothing the handler could still
 		// do would change it.
 		if w.wbuf == nil {
@@ -255,7 +255,7 @@ func (w *response) FlushError() error {
 }
 
 // send writes the head if it is not out yet, the buffered body, then p,
-// in one writev; last adds the end of a chunked body.
+// in one sendmsg; last adds the end of a chunked body.
 func (w *response) send(p []byte, last bool) error {
 	w.iov = w.vec[:0]
 	if !w.headSent {

@@ -123,6 +123,12 @@ func (c *conn) serve(opts *ConnOptions) {
 		c.rd.drop()
 	}()
 	c.rd.init(c.nc, c.tls != nil)
+	if c.rd.raw != nil {
+		// Frames go out in raw writes too: no syscall package on the way,
+		// which would wake the runtime's monitor thread (h1/rawio.go).
+		c.w.vw = new(h1.VecWriter)
+		c.w.vw.Reset(c.rd.raw)
+	}
 	c.fr = http2.NewFramer(nil, &c.rd)
 	c.fr.SetMaxReadFrameSize(MaxFrameSize)
 	c.fr.SetReuseFrames()

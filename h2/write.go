@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"golang.org/x/net/http2"
 )
 
@@ -16,6 +17,7 @@ import (
 type writer struct {
 	c          *conn
 	fr         *http2.Framer // writes into q
+	vw         *h1.VecWriter // plain TCP: raw writes (h1/rawio.go); nil under TLS
 	q, spare   []byte
 	writing    bool
 	closeAfter bool  // close the connection once the queue is written
@@ -138,7 +140,12 @@ func (w *writer) loopLocked() {
 			c.nc.SetWriteDeadline(time.Unix(0, now).Add(WriteTimeout))
 			w.wdl = now
 		}
-		_, err := c.nc.Write(b)
+		var err error
+		if w.vw != nil {
+			_, err = w.vw.Write(b)
+		} else {
+			_, err = c.nc.Write(b)
+		}
 		c.mu.Lock()
 		if cap(b) <= 4*queueHigh {
 			w.spare = b[:0]

@@ -127,7 +127,7 @@ type h1Conn struct {
 	waited     bool         // exchange waited for the response: readBlock need not
 	flushFirst http.Flusher // flushed if a read has to wait; then flushed is set
 	flushed    bool
-	vw         h1.VecWriter // writes to tcp (raw writev, h1/rawio.go)
+	vw         h1.VecWriter // writes to tcp (raw sendmsg, h1/rawio.go)
 	vec        [2][]byte
 
 	// head and vals hold a response head and its value slices when the
@@ -250,7 +250,7 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 	return c.nc.Write(p)
 }
 
-// send writes a request head and its held body in one write (writev).
+// send writes a request head and its held body in one write (sendmsg).
 func (c *h1Conn) send(head, body []byte) error {
 	var err error
 	switch {
