@@ -55,7 +55,7 @@ func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
 // further calls.
 const maxIovec = 8
 
-// VecWriter writes buffers to a plain TCP socket with raw sendmsg calls,
+// VecWriter writes buffers to a plain TCP socket with raw sendto and sendmsg calls,
 // as many as the socket takes, waiting in the netpoller when it is full.
 // One per connection, reused for every write; not for concurrent use. The
 // proxy's upstream writes share it.
@@ -101,7 +101,7 @@ func (v *VecWriter) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// write is the RawConn callback: sendmsg until bufs are written (true), the
+// write is the RawConn callback: send until bufs are written (true), the
 // socket is full (false: the runtime waits for writability and calls
 // again), or an error (true, with v.err set).
 func (v *VecWriter) write(fd uintptr) bool {
@@ -122,13 +122,21 @@ func (v *VecWriter) write(fd uintptr) bool {
 			return true
 		}
 		raceRelease(fd)
-		// sendmsg rather than writev: the kernel goes straight to the
-		// socket, without writev's file-position lock (fdget_pos) and VFS
-		// layer, as nginx's and HAProxy's send calls do; MSG_NOSIGNAL
-		// turns a write to a closed peer into EPIPE alone.
-		v.msg.Iov = &v.iov[0]
-		setLen(&v.msg.Iovlen, k)
-		r, _, e := syscall.RawSyscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&v.msg)), syscall.MSG_NOSIGNAL)
+		// sendto or sendmsg rather than write or writev: the kernel goes
+		// straight to the socket, without the file-position lock
+		// (fdget_pos) and the VFS layer, as nginx's and HAProxy's send
+		// calls do; MSG_NOSIGNAL turns a write to a closed peer into EPIPE
+		// alone.
+		var r uintptr
+		var e syscall.Errno
+		if k == 1 {
+			// One buffer: sendto, which has no message header to copy in.
+			r, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(v.iov[0].Base)), uintptr(v.iov[0].Len), syscall.MSG_NOSIGNAL, 0, 0)
+		} else {
+			v.msg.Iov = &v.iov[0]
+			setLen(&v.msg.Iovlen, k)
+			r, _, e = syscall.RawSyscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&v.msg)), syscall.MSG_NOSIGNAL)
+		}
 		switch {
 		case e == syscall.EINTR:
 			continue

@@ -160,11 +160,12 @@ type workers struct {
 	mu    sync.Mutex
 	idle  []*worker // last idled at the end
 	timer *time.Timer
+	tick  uint64 // retire's runs: a clock with no clock read per stream
 }
 
 type worker struct {
 	ch   chan *stream
-	last int64 // when it went idle, Unix nanoseconds
+	last uint64 // the retire tick it went idle in
 }
 
 const workerIdle = time.Second
@@ -190,7 +191,7 @@ func (ws *workers) work(w *worker, st *stream) {
 	for st != nil {
 		st.serve()
 		ws.mu.Lock()
-		w.last = time.Now().UnixNano()
+		w.last = ws.tick
 		ws.idle = append(ws.idle, w)
 		if ws.timer == nil {
 			ws.timer = time.AfterFunc(workerIdle, ws.retire)
@@ -200,13 +201,16 @@ func (ws *workers) work(w *worker, st *stream) {
 	}
 }
 
-// retire ends the workers idle for workerIdle, oldest first.
+// retire runs every workerIdle while workers are idle, and ends those
+// idle since before its last run (between one and two periods), oldest
+// first.
 func (ws *workers) retire() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	cut := time.Now().Add(-workerIdle).UnixNano()
+	cut := ws.tick
+	ws.tick++
 	n := 0
-	for n < len(ws.idle) && ws.idle[n].last <= cut {
+	for n < len(ws.idle) && ws.idle[n].last < cut {
 		ws.idle[n].ch <- nil
 		n++
 	}
