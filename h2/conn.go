@@ -62,6 +62,7 @@ type conn struct {
 	curReject http2.ErrCode
 	canon     map[string]string // canonical keys of uncommon names, per connection (bounded)
 	blk       block
+	first     bool // no frame read yet: the first must be SETTINGS
 
 	mu         sync.Mutex
 	streams    map[uint32]*stream // open or half-closed, as the client sees them
@@ -162,35 +163,45 @@ func (c *conn) serve(opts *ConnOptions) {
 		return
 	}
 	c.nc.SetReadDeadline(time.Time{})
-	first := true
+	c.first = true
 	for {
+		if c.rd.canSession() {
+			c.rd.session(c.step, c.idle)
+			return
+		}
 		if c.rd.buffered() == 0 {
 			c.idle() // before the read waits
 		}
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			if !c.readError(err) {
-				return
-			}
-			continue
-		}
-		if first {
-			// The client's preface goes on with a SETTINGS frame (RFC 9113
-			// section 3.4).
-			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-				c.connError(http2.ErrCodeProtocol)
-				return
-			}
-			first = false
-		}
-		if err := c.frame(f); err != nil {
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				c.connError(http2.ErrCode(ce))
-			}
+		if !c.step() {
 			return
 		}
 	}
+}
+
+// step reads one frame and acts on it. It reports whether the connection
+// goes on.
+func (c *conn) step() bool {
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return c.readError(err)
+	}
+	if c.first {
+		// The client's preface goes on with a SETTINGS frame (RFC 9113
+		// section 3.4).
+		if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+			c.connError(http2.ErrCodeProtocol)
+			return false
+		}
+		c.first = false
+	}
+	if err := c.frame(f); err != nil {
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			c.connError(http2.ErrCode(ce))
+		}
+		return false
+	}
+	return true
 }
 
 // readError handles what ReadFrame refused. It reports whether the

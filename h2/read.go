@@ -106,6 +106,93 @@ func (r *connReader) readRaw(fd uintptr) bool {
 	return true
 }
 
+// canSession reports whether the rest of the connection can be read in
+// one session: plain TCP, with no replayed bytes left.
+func (r *connReader) canSession() bool {
+	return r.raw != nil && (r.pend == nil || r.pend.Pending() == 0)
+}
+
+// session reads the rest of the connection inside one readiness callback
+// of the runtime, as package h1's read sessions do: step is called for
+// each frame that is whole in the buffer (the Framer then never waits
+// mid-frame), and when the buffer holds no whole frame the callback reads
+// more, or, when its last read found less than there was room for (the
+// socket is most likely empty), waits for readability without a read that
+// would find nothing. Between two waits the runtime keeps the socket's
+// readiness, which a new RawConn.Read would forget. idle is called before
+// every wait. It returns when step reports false, or the socket fails,
+// ends or passes its read deadline.
+func (r *connReader) session(step func() bool, idle func()) {
+	short := false
+	r.raw.Read(func(fd uintptr) bool {
+		for {
+			for r.whole() {
+				if !step() {
+					return true
+				}
+			}
+			if short {
+				short = false
+				r.wait(idle)
+				return false
+			}
+			if r.buf == nil {
+				r.buf = readers.Get().(*[]byte)
+			} else if r.r > 0 {
+				r.w = copy(*r.buf, (*r.buf)[r.r:r.w])
+				r.r = 0
+			}
+			room := len(*r.buf) - r.w
+			n, again, err := h1.ReadFD(fd, (*r.buf)[r.w:])
+			if again {
+				r.wait(idle)
+				return false
+			}
+			if err != nil {
+				r.err = err
+				return true
+			}
+			r.w += n
+			short = n < room
+		}
+	})
+}
+
+// wait gets ready to wait for readability: idle, and the buffer back if
+// it is empty.
+func (r *connReader) wait(idle func()) {
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		r.release()
+	}
+	idle()
+}
+
+// whole reports whether the buffer holds a whole frame, or a frame header
+// the Framer will refuse (a frame over MaxFrameSize) without its payload.
+func (r *connReader) whole() bool {
+	n := r.w - r.r
+	if n < 9 {
+		return false
+	}
+	b := (*r.buf)[r.r:]
+	size := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+	return size > MaxFrameSize || n >= 9+size
+}
+
+// shutdown ends the connection from any goroutine, the mutex held or not.
+// On plain TCP the socket is shut down, which fails its reads and writes;
+// the read loop, which may be in its session (holding the descriptor) and
+// waiting for that mutex, then closes it: a Close here would wait for the
+// session to let go of the descriptor. Under TLS it is closed.
+func (r *connReader) shutdown(nc net.Conn) {
+	if r.raw == nil {
+		nc.Close()
+		return
+	}
+	r.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+}
+
 // buffered reports the bytes read from the socket and not yet taken.
 func (r *connReader) buffered() int { return r.w - r.r }
 

@@ -165,6 +165,6 @@ func (w *writer) loopLocked() {
 			c.closeStreamLocked(s, errClosed)
 		}
 		c.space.Broadcast()
-		c.nc.Close()
+		c.rd.shutdown(c.nc)
 	}
 }
