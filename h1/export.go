@@ -3,8 +3,10 @@ package h1
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 )
 
 // The pieces of the HTTP/1.1 engine that queue's HTTP/2 engine (package
@@ -27,6 +29,26 @@ func SetTarget(u *url.URL, target string) bool {
 	}
 	*u = url.URL{}
 	return setOrigin(u, target) == nil
+}
+
+// ParseDigits reads a Content-Length of 1 to 18 decimal digits and
+// nothing else.
+func ParseDigits(v string) (int64, bool) { return parseDigits(v) }
+
+// AppendTrailerKeys appends the fields a response's Trailer field
+// declares, as canonical keys: the fields the engines send as trailers
+// from the header map, besides those set under http.TrailerPrefix.
+func AppendTrailerKeys(dst []string, h http.Header) []string {
+	for _, t := range h["Trailer"] {
+		for t != "" {
+			var k string
+			k, t, _ = strings.Cut(t, ",")
+			if k = strings.TrimSpace(k); k != "" {
+				dst = append(dst, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	return dst
 }
 
 // AppendDate appends the current Date field value (RFC 9110 section

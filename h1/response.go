@@ -155,17 +155,7 @@ func (w *response) WriteHeader(code int) {
 	if cl >= 0 && (!w.noBody || code == http.StatusNotModified) {
 		w.cl = cl
 	}
-	if v := w.hdr["Trailer"]; len(v) > 0 {
-		for _, t := range v {
-			for t != "" {
-				var k string
-				k, t, _ = strings.Cut(t, ",")
-				if k = strings.TrimSpace(k); k != "" {
-					w.trailers = append(w.trailers, http.CanonicalHeaderKey(k))
-				}
-			}
-		}
-	}
+	w.trailers = AppendTrailerKeys(w.trailers, w.hdr)
 	if v := w.hdr["Connection"]; len(v) > 0 {
 		for _, t := range v {
 			if c, _ := connectionTokens(t); c {

@@ -54,9 +54,16 @@ type Server struct {
 	ticks       atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
 
+// The defaults of a Server's timeouts. Queue's HTTP/2 engine (package h2)
+// and its client-facing server (package ingress) take them too.
 const (
-	defaultHeaderTimeout = 10 * time.Second
-	defaultIdleTimeout   = 120 * time.Second
+	// DefaultReadHeaderTimeout cuts a client that sends its request head
+	// slowly (slowloris).
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes connections idle this long. It is above the
+	// 90 s that Go's and Envoy's clients keep idle connections, so that the
+	// client, not queue, closes first and no request races a close.
+	DefaultIdleTimeout = 120 * time.Second
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -66,14 +73,14 @@ func (s *Server) headerTimeout() time.Duration {
 	if s.ReadHeaderTimeout > 0 {
 		return s.ReadHeaderTimeout
 	}
-	return defaultHeaderTimeout
+	return DefaultReadHeaderTimeout
 }
 
 func (s *Server) idleTimeout() time.Duration {
 	if s.IdleTimeout > 0 {
 		return s.IdleTimeout
 	}
-	return defaultIdleTimeout
+	return DefaultIdleTimeout
 }
 
 func (s *Server) logger() *slog.Logger {

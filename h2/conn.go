@@ -69,7 +69,6 @@ type conn struct {
 	free       []*stream
 	running    int    // handlers running, of streams reset by the client too
 	maxID      uint32 // the highest stream the client opened
-	lastID     uint32 // after the final GOAWAY, the last stream served
 	goingAway  bool   // the final GOAWAY is queued; new streams are ignored
 	draining   bool   // the first GOAWAY is queued
 	closed     bool
@@ -95,23 +94,18 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
 		c.base = h1.WithPeer(c.base, ap)
 	}
-	for inner := nc; inner != nil; {
-		if tc, ok := inner.(*tls.Conn); ok {
-			st := tc.ConnectionState()
-			c.tls = &st
-			break
-		}
-		u, ok := inner.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		inner = u.NetConn()
+	tc, tcp := underlying(nc)
+	if tc != nil {
+		st := tc.ConnectionState()
+		c.tls = &st
 	}
+	c.rd.init(nc, tcp)
 	c.space.L = &c.mu
 	c.sendWindow = 65535
 	c.initWindow = 65535
 	c.maxFrame = 16384
 	c.recvWindow = InitialWindow
+	c.idleAt = time.Now().UnixNano()
 	c.w.init(c)
 	c.streams = make(map[uint32]*stream)
 	return c
@@ -123,7 +117,6 @@ func (c *conn) serve(opts *ConnOptions) {
 		c.close(errClosed)
 		c.rd.drop()
 	}()
-	c.rd.init(c.nc, c.tls != nil)
 	if c.rd.raw != nil {
 		// Frames go out in raw writes too: no syscall package on the way,
 		// which would wake the runtime's monitor thread (h1/rawio.go).
@@ -264,9 +257,6 @@ func (c *conn) frame(f http2.Frame) error {
 	case *http2.GoAwayFrame:
 		c.mu.Lock()
 		c.goingAway = true
-		if c.lastID == 0 {
-			c.lastID = c.maxID
-		}
 		idle := len(c.streams) == 0 && c.running == 0
 		c.mu.Unlock()
 		if idle {
@@ -550,13 +540,21 @@ func (c *conn) idleCheckLocked() {
 		return
 	}
 	c.idleAt = time.Now().UnixNano()
-	if !c.idleArm && !c.closed {
-		c.idleArm = true
-		if c.idleT == nil {
-			c.idleT = time.AfterFunc(c.s.idleTimeout(), c.idleFired)
-		} else {
-			c.idleT.Reset(c.s.idleTimeout())
-		}
+	c.armIdleLocked()
+}
+
+// armIdleLocked arms the idle timer for what is left of the idle timeout
+// since idleAt, unless it is armed or the connection is busy or closed.
+func (c *conn) armIdleLocked() {
+	if c.idleArm || len(c.streams) > 0 || c.running > 0 || c.closed {
+		return
+	}
+	c.idleArm = true
+	d := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano())
+	if c.idleT == nil {
+		c.idleT = time.AfterFunc(d, c.idleFired)
+	} else {
+		c.idleT.Reset(d)
 	}
 }
 
@@ -570,19 +568,7 @@ func (c *conn) idle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.w.kickLocked()
-	if c.idleArm || len(c.streams) > 0 || c.running > 0 || c.closed {
-		return
-	}
-	c.idleArm = true
-	if c.idleAt == 0 {
-		c.idleAt = time.Now().UnixNano()
-	}
-	d := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano())
-	if c.idleT == nil {
-		c.idleT = time.AfterFunc(d, c.idleFired)
-	} else {
-		c.idleT.Reset(d)
-	}
+	c.armIdleLocked()
 }
 
 func (c *conn) idleFired() {
@@ -592,9 +578,8 @@ func (c *conn) idleFired() {
 	if c.closed || len(c.streams) > 0 || c.running > 0 {
 		return
 	}
-	if left := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano()); left > 0 {
-		c.idleArm = true
-		c.idleT.Reset(left)
+	if time.Now().UnixNano() < c.idleAt+int64(c.s.idleTimeout()) {
+		c.armIdleLocked() // a stream came and went since it was armed
 		return
 	}
 	c.goingAway = true
@@ -639,8 +624,7 @@ func (c *conn) drain() {
 
 func (c *conn) finalGoAwayLocked() {
 	c.goingAway = true
-	c.lastID = c.maxID
-	c.w.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+	c.w.fr.WriteGoAway(c.maxID, http2.ErrCodeNo, nil)
 	c.w.kickLocked()
 	c.idleCheckLocked()
 }
@@ -659,12 +643,8 @@ func (c *conn) goAway(code http2.ErrCode) {
 	c.w.closeAfter = true
 	c.nc.SetWriteDeadline(time.Now().Add(goAwayWait))
 	c.w.wdl = time.Now().Add(time.Hour).UnixNano() // the writer keeps this deadline
-	if !c.w.writing {
-		c.w.writing = true
-		c.w.loopLocked()
-		return
-	}
-	for !c.closed {
+	c.flushLocked(false)
+	for !c.closed { // another goroutine is writing
 		c.space.Wait()
 	}
 }
@@ -676,18 +656,25 @@ const goAwayWait = time.Second
 // close ends the connection: every stream fails with err.
 func (c *conn) close(err error) {
 	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		for _, s := range c.streams {
-			c.closeStreamLocked(s, err)
-		}
-		c.space.Broadcast()
-		if c.idleT != nil {
-			c.idleT.Stop()
-		}
-	}
+	c.endLocked(err)
 	c.mu.Unlock()
 	c.nc.Close()
+}
+
+// endLocked marks the connection closed: every stream fails with err and
+// every waiter wakes.
+func (c *conn) endLocked(err error) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for _, s := range c.streams {
+		c.closeStreamLocked(s, err)
+	}
+	c.space.Broadcast()
+	if c.idleT != nil {
+		c.idleT.Stop()
+	}
 }
 
 var errReset = errors.New("h2: stream reset")

@@ -183,6 +183,17 @@ func appendField(b []byte, name, value string) []byte {
 	return appendString(b, value)
 }
 
+// appendValues appends a field of each valid value (validValue); name is
+// lowercase.
+func appendValues(b []byte, name string, values []string) []byte {
+	for _, v := range values {
+		if validValue(v) {
+			b = appendField(b, name, v)
+		}
+	}
+	return b
+}
+
 func appendStatus(b []byte, code int) []byte {
 	if i := statusIndex(code); i != 0 {
 		return appendHPACKInt(b, 0x80, 7, i)

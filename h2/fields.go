@@ -3,8 +3,10 @@ package h2
 import (
 	"net/http"
 	"net/textproto"
+	"strings"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"golang.org/x/net/http2"
 )
 
@@ -151,7 +153,7 @@ func (c *conn) endBlock() error {
 	}
 	declared := int64(-1)
 	if b.cl != "" {
-		n, ok := parseLength(b.cl)
+		n, ok := h1.ParseDigits(b.cl)
 		if !ok || (c.curEnd && n != 0) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
 			return nil
@@ -318,20 +320,10 @@ var commonKeys = func() map[string]string {
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
 		"X-Requested-With", "B3",
 	} {
-		m[lower(k)] = k
+		m[strings.ToLower(k)] = k
 	}
 	return m
 }()
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
 
 // validName reports whether name is a lowercase token (RFC 9113 section
 // 8.2.1: uppercase is malformed).
@@ -372,22 +364,6 @@ func validValue(v string) bool {
 		return false
 	}
 	return true
-}
-
-// parseLength parses a content-length value: digits only, at most 18.
-func parseLength(v string) (int64, bool) {
-	if v == "" || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // connectionSpecific reports the fields, by lowercase name, that HTTP/2

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"syscall"
@@ -30,23 +31,30 @@ type connReader struct {
 // to read.
 var readers = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
 
-func (r *connReader) init(nc net.Conn, tls bool) {
+// init makes r read nc; tcp is its socket on plain TCP, else nil.
+func (r *connReader) init(nc net.Conn, tcp *net.TCPConn) {
 	r.nc = nc
 	r.pend, _ = nc.(interface{ Pending() int })
 	r.fill = r.readRaw
-	if tls {
-		return
+	if tcp != nil {
+		r.raw, _ = tcp.SyscallConn()
 	}
-	for inner := nc; inner != nil; {
-		if sc, ok := inner.(*net.TCPConn); ok {
-			r.raw, _ = sc.SyscallConn()
-			return
+}
+
+// underlying finds what nc wraps (the h1 engine's replayed and counted
+// connections): its TLS connection, or under none its TCP socket.
+func underlying(nc net.Conn) (*tls.Conn, *net.TCPConn) {
+	for {
+		switch c := nc.(type) {
+		case *tls.Conn:
+			return c, nil
+		case *net.TCPConn:
+			return nil, c
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil, nil
 		}
-		u, ok := inner.(interface{ NetConn() net.Conn })
-		if !ok {
-			return
-		}
-		inner = u.NetConn()
 	}
 }
 

@@ -40,8 +40,9 @@ type response struct {
 	vals      []string
 	connCache []byte
 
-	block []byte // the encoded head, reused
-	lower []byte // a field name in lowercase, reused
+	block    []byte   // the encoded head, reused
+	lower    []byte   // a field name in lowercase, reused
+	trailers []string // the fields Trailer declares, reused
 }
 
 func (w *response) reset() {
@@ -142,7 +143,7 @@ func (w *response) Write(p []byte) (int, error) {
 // contentLength is the response's declared length, or -1.
 func (w *response) contentLength() int64 {
 	if v, ok := w.hdr["Content-Length"]; ok && len(v) == 1 {
-		if n, ok := parseLength(v[0]); ok {
+		if n, ok := h1.ParseDigits(v[0]); ok {
 			return n
 		}
 		return -1
@@ -239,11 +240,7 @@ func (w *response) writeHead(status int, end, final bool) {
 		if name == "date" {
 			date = true
 		}
-		for _, v := range vv {
-			if validValue(v) {
-				b = appendField(b, name, v)
-			}
-		}
+		b = appendValues(b, name, vv)
 	}
 	if final && w.lines != nil && w.linesCL >= 0 && w.hdr["Content-Length"] == nil && status != http.StatusNoContent {
 		// A HEAD or 304 response carries the length the upstream gave.
@@ -360,17 +357,22 @@ func (w *response) endLocked() {
 	}
 }
 
+// cut resets the stream unless its response ended: a response cut short
+// must not look whole to the client.
+func (w *response) cut() {
+	c := w.s.c
+	c.mu.Lock()
+	if !w.s.sendDone {
+		c.resetLocked(w.s, http2.ErrCodeInternal)
+	}
+	c.mu.Unlock()
+}
+
 // finish ends the response when the handler returned: the head if it was
 // not sent, the trailers, END_STREAM; or RST_STREAM after a panic.
 func (w *response) finish(aborted bool) {
-	s := w.s
-	c := s.c
 	if aborted {
-		c.mu.Lock()
-		if !s.sendDone {
-			c.resetLocked(s, http2.ErrCodeInternal)
-		}
-		c.mu.Unlock()
+		w.cut()
 		return
 	}
 	if w.ended {
@@ -384,11 +386,7 @@ func (w *response) finish(aborted bool) {
 		w.declared = w.contentLength()
 		if w.declared > 0 && !w.noBody {
 			// A body declared and never written: the response is cut.
-			c.mu.Lock()
-			if !s.sendDone {
-				c.resetLocked(s, http2.ErrCodeInternal)
-			}
-			c.mu.Unlock()
+			w.cut()
 			return
 		}
 		if w.declared < 0 && !w.noBody && !trailers {
@@ -401,11 +399,7 @@ func (w *response) finish(aborted bool) {
 	}
 	if w.declared > 0 && w.written < w.declared && !w.noBody {
 		// The handler wrote less than it declared: the response is cut.
-		c.mu.Lock()
-		if !s.sendDone {
-			c.resetLocked(s, http2.ErrCodeInternal)
-		}
-		c.mu.Unlock()
+		w.cut()
 		return
 	}
 	if trailers {
@@ -421,32 +415,18 @@ var zeroLength = []string{"0"}
 // Trailer, and those with http.TrailerPrefix.
 func (w *response) writeTrailers() {
 	b := w.block[:0]
-	for _, list := range w.hdr["Trailer"] {
-		for _, k := range strings.Split(list, ",") {
-			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
-			name := w.lowerName([]byte(k))
-			if k == "" || connectionSpecific(name) {
-				continue
-			}
-			for _, v := range w.hdr[k] {
-				if validValue(v) {
-					b = appendField(b, name, v)
-				}
-			}
+	w.trailers = h1.AppendTrailerKeys(w.trailers[:0], w.hdr)
+	for _, k := range w.trailers {
+		if name := w.lowerName([]byte(k)); !connectionSpecific(name) {
+			b = appendValues(b, name, w.hdr[k])
 		}
 	}
 	for k, vv := range w.hdr {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name := w.lowerName([]byte(k[len(http.TrailerPrefix):]))
-		if name == "" || connectionSpecific(name) {
-			continue
-		}
-		for _, v := range vv {
-			if validValue(v) {
-				b = appendField(b, name, v)
-			}
+		if name := w.lowerName([]byte(k[len(http.TrailerPrefix):])); name != "" && !connectionSpecific(name) {
+			b = appendValues(b, name, vv)
 		}
 	}
 	w.block = b

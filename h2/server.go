@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/internal/gostack"
 )
 
@@ -21,11 +22,11 @@ type Server struct {
 	// header map and body, and the ResponseWriter are reused for a later
 	// stream once ServeHTTP returned: a handler must not keep them.
 	Handler http.Handler
-	// ReadHeaderTimeout bounds the wait for the client preface. 0 means
-	// 10 s.
+	// ReadHeaderTimeout bounds the wait for the client preface and for the
+	// rest of a header block. 0 means h1.DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a connection (GOAWAY NO_ERROR) that carries no
-	// stream for this long. 0 means 120 s.
+	// stream for this long. 0 means h1.DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// Logger receives handler panics (warn) and connection errors
 	// (debug). nil discards.
@@ -53,14 +54,14 @@ func (s *Server) idleTimeout() time.Duration {
 	if s.IdleTimeout > 0 {
 		return s.IdleTimeout
 	}
-	return 120 * time.Second
+	return h1.DefaultIdleTimeout
 }
 
 func (s *Server) headerTimeout() time.Duration {
 	if s.ReadHeaderTimeout > 0 {
 		return s.ReadHeaderTimeout
 	}
-	return 10 * time.Second
+	return h1.DefaultReadHeaderTimeout
 }
 
 func (s *Server) logger() *slog.Logger {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,19 +142,17 @@ func (s *stream) fromRequest(r *http.Request) {
 		b.path = r.URL.RequestURI()
 	}
 	for k, vv := range r.Header {
-		k = cloneString(k)
+		k = strings.Clone(k)
 		for _, v := range vv {
-			s.hdr[k] = append(s.hdr[k], cloneString(v))
+			s.hdr[k] = append(s.hdr[k], strings.Clone(v))
 		}
 	}
-	b.method, b.path, b.authority = cloneString(b.method), cloneString(b.path), cloneString(b.authority)
+	b.method, b.path, b.authority = strings.Clone(b.method), strings.Clone(b.path), strings.Clone(b.authority)
 	if !s.setRequest(&b, 0, true) {
 		s.url = url.URL{Path: "/"}
 	}
 	s.recvDone = true
 }
-
-func cloneString(s string) string { return string([]byte(s)) }
 
 // startLocked hands the stream to a worker.
 func (c *conn) startLocked(s *stream) {

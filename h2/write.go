@@ -95,11 +95,15 @@ func appendFrameHeader(b []byte, n int, t http2.FrameType, flags byte, id uint32
 		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 }
 
+// wantsWriter reports whether there is something to write (or a close
+// to make) and no goroutine is at it.
+func (w *writer) wantsWriter() bool { return !w.writing && (len(w.q) > 0 || w.closeAfter) }
+
 // kickLocked writes the queue unless a writer is at it: from a goroutine
 // that must not wait on the client (the read loop, a timer), the write is
 // left to a new goroutine.
 func (w *writer) kickLocked() {
-	if w.writing || (len(w.q) == 0 && !w.closeAfter) {
+	if !w.wantsWriter() {
 		return
 	}
 	w.writing = true
@@ -115,7 +119,7 @@ func (w *writer) kickLocked() {
 // they go out in the same write.
 func (c *conn) flushLocked(yield bool) {
 	w := &c.w
-	if w.writing || (len(w.q) == 0 && !w.closeAfter) {
+	if !w.wantsWriter() {
 		return
 	}
 	w.writing = true
@@ -160,11 +164,7 @@ func (w *writer) loopLocked() {
 	}
 	w.writing = false
 	if w.err != nil || w.closeAfter {
-		c.closed = true
-		for _, s := range c.streams {
-			c.closeStreamLocked(s, errClosed)
-		}
-		c.space.Broadcast()
+		c.endLocked(errClosed)
 		c.rd.shutdown(c.nc)
 	}
 }

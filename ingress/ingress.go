@@ -27,11 +27,10 @@ import (
 const (
 	// ReadHeaderTimeout cuts a client that sends its request head slowly
 	// (slowloris), unless Config sets another.
-	ReadHeaderTimeout = 10 * time.Second
-	// IdleTimeout closes keep-alive connections idle this long. It is above
-	// the 90 s that Go's and Envoy's clients keep idle connections, so that
-	// the client, not queue, closes first and no request races a close.
-	IdleTimeout = 120 * time.Second
+	ReadHeaderTimeout = h1.DefaultReadHeaderTimeout
+	// IdleTimeout closes keep-alive connections idle this long (see
+	// h1.DefaultIdleTimeout for why 120 s).
+	IdleTimeout = h1.DefaultIdleTimeout
 	// MaxHeaderBytes is the request head limit; over it, 431.
 	MaxHeaderBytes = 64 << 10
 	// MaxConcurrentStreams per HTTP/2 connection (the HTTP/2 engine's
@@ -56,9 +55,8 @@ type Config struct {
 
 // Server serves queue's request chain to clients.
 type Server struct {
-	h1      *h1.Server
-	h2      *h2.Server
-	upgrade *proxy.H2CUpgrade
+	h1 *h1.Server
+	h2 *h2.Server
 }
 
 // New returns a Server for cfg.
@@ -77,14 +75,14 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       IdleTimeout,
 		Logger:            cfg.Logger,
 	}
-	s.upgrade = &proxy.H2CUpgrade{
+	upgrade := &proxy.H2CUpgrade{
 		Next: cfg.Handler,
 		Serve: func(conn net.Conn, r *http.Request, settings []byte) {
 			s.h2.ServeConn(conn, &h2.ConnOptions{Upgrade: r, Settings: settings})
 		},
 	}
 	s.h1 = &h1.Server{
-		Handler:           s.upgrade,
+		Handler:           upgrade,
 		H2:                func(conn net.Conn) { s.h2.ServeConn(conn, nil) },
 		Limits:            h1.Limits{MaxHeadBytes: MaxHeaderBytes},
 		ReadHeaderTimeout: timeout,
@@ -122,14 +120,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := s.upgrade.Wait(ctx); err != nil {
-		return errUpgraded
-	}
 	return errors.Join(errs...)
 }
-
-// errUpgraded reports upgraded h2c connections cut at the drain timeout.
-var errUpgraded = errors.New("upgraded h2c connections cut at drain timeout")
 
 // Close closes every listener and connection at once.
 func (s *Server) Close() error {

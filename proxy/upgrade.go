@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/queue-dev/queue/headers"
 	"golang.org/x/net/http/httpguts"
@@ -27,14 +25,10 @@ type H2CUpgrade struct {
 	Next http.Handler
 	// Serve serves an upgraded connection until it ends: r is the
 	// upgrading request, settings its decoded HTTP2-Settings. Required.
+	// The HTTP/1.1 server's Shutdown does not wait for the upgraded
+	// connections (they were hijacked): Serve's server must.
 	Serve func(conn net.Conn, r *http.Request, settings []byte)
-
-	active sync.WaitGroup
 }
-
-// Wait blocks until every upgraded connection has ended or ctx is done.
-// The HTTP/1.1 server's Shutdown does not wait for them: they were hijacked.
-func (u *H2CUpgrade) Wait(ctx context.Context) error { return wait(ctx, &u.active) }
 
 // ServeHTTP upgrades r's connection when r asks for h2c, else calls Next.
 func (u *H2CUpgrade) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,8 +57,6 @@ func (u *H2CUpgrade) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if brw.Reader.Buffered() > 0 {
 		conn = &bufferedConn{Conn: conn, r: brw.Reader}
 	}
-	u.active.Add(1)
-	defer u.active.Done()
 	u.Serve(conn, r, settings)
 }
 
