@@ -255,13 +255,13 @@ func (c *conn) frame(f http2.Frame) error {
 	case *http2.PingFrame:
 		return c.ping(f)
 	case *http2.GoAwayFrame:
+		// The client opens no more streams; the connection goes on until
+		// it closes it, or the streams it has are done, or the idle
+		// timeout. Closing at once would reset it under frames the client
+		// sent after its GOAWAY (a PING, h2spec 7/1), unread.
 		c.mu.Lock()
 		c.goingAway = true
-		idle := len(c.streams) == 0 && c.running == 0
 		c.mu.Unlock()
-		if idle {
-			return errClosed
-		}
 		return nil
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)

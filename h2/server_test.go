@@ -1331,3 +1331,22 @@ func TestGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines, %d before the connections:\n%s", n, base, buf)
 	}
 }
+
+// TestClientGoAway: frames a client sends after its GOAWAY (h2spec 7/1:
+// one with an unknown error code, then a PING) are still read and
+// answered; the connection is not cut under them.
+func TestClientGoAway(t *testing.T) {
+	ts := startServer(t, newServer(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	rc := ts.dialRaw(t)
+	rc.handshake()
+	p := [8]byte{'a', 'f', 't', 'e', 'r'}
+	rc.batch(func() {
+		rc.check(rc.fr.WriteGoAway(0, http2.ErrCode(0xff), nil))
+		rc.ping(false, p)
+	})
+	for {
+		if f, ok := rc.next().(*http2.PingFrame); ok && f.IsAck() && f.Data == p {
+			return
+		}
+	}
+}
