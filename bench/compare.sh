@@ -338,7 +338,8 @@ peer() {
       local NAME
       # shellcheck source=bench/floor.peer
       source "$HERE/floor.peer"
-      SCENARIOS="c1 c64 c1same get64k post16k conn1000 stall5000" ;;
+      H2C=$H2C_LISTEN
+      SCENARIOS="c1 c64 c1same get64k post16k h2c conn1000 stall5000" ;;
     queue)
       # Side ports moved off their defaults; no drain wait when stopped.
       LISTEN=127.0.0.1:18017 H2C=127.0.0.1:18017

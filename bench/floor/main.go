@@ -25,9 +25,10 @@
 // It is not a proxy: nothing is checked or rewritten, and anything it does
 // not expect (a head over 64 KiB, a chunked message, a response without
 // Content-Length) closes the connection. It runs every HTTP/1.1 scenario
-// of the comparison (GET 1 KiB and 64 KiB, POST 16 KiB), not h2c.
+// of the comparison (GET 1 KiB and 64 KiB, POST 16 KiB), and with
+// -h2c-listen the h2c one (GET 1 KiB over HTTP/2, h2c.go).
 //
-//	floor -listen 127.0.0.1:18019 -upstream 127.0.0.1:18010 [-forward]
+//	floor -listen 127.0.0.1:18019 -upstream 127.0.0.1:18010 [-forward] [-h2c-listen 127.0.0.1:18119]
 package main
 
 import (
@@ -61,22 +62,37 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18019", "host:port to accept HTTP/1.1 clients on")
 	upstream := flag.String("upstream", "127.0.0.1:18010", "host:port of the HTTP/1.1 upstream")
 	forward := flag.Bool("forward", false, "add queue's four forwarding fields to each request")
+	h2cListen := flag.String("h2c-listen", "", "host:port to accept HTTP/2 clients with prior knowledge on (h2c.go); empty: none")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		os.Exit(1)
 	}
-	if err := serve(ln, *upstream, *forward); err != nil {
+	if *h2cListen != "" {
+		h2ln, err := net.Listen("tcp", *h2cListen)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "floor: %v\n", err)
+			os.Exit(1)
+		}
+		go func() {
+			if err := serve(h2ln, *upstream, *forward, true); err != nil {
+				fmt.Fprintf(os.Stderr, "floor: %v\n", err)
+				os.Exit(1)
+			}
+		}()
+	}
+	if err := serve(ln, *upstream, *forward, false); err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		os.Exit(1)
 	}
 }
 
 // serve accepts connections until ln is closed and relays each on its own
-// goroutine, adding the forwarding fields when forward is set. It returns
-// nil once ln is closed.
-func serve(ln net.Listener, upstream string, forward bool) error {
+// goroutine, adding the forwarding fields when forward is set; HTTP/2 with
+// prior knowledge when h2c is set. It returns nil once ln is closed.
+func serve(ln net.Listener, upstream string, forward, h2c bool) error {
+	relay2 := &h2Relay{upstream: upstream}
 	for {
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -92,6 +108,10 @@ func serve(ln net.Listener, upstream string, forward bool) error {
 		var fields []byte
 		if forward {
 			fields = forwardFields(c.RemoteAddr(), ln.Addr())
+		}
+		if h2c {
+			go relay2.serveConn(newRawConn(c), fields)
+			continue
 		}
 		go relay(newRawConn(c), upstream, fields)
 	}

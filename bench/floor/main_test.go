@@ -77,21 +77,9 @@ func testRelay(t *testing.T, forward bool) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 1024))
 	}))
 	t.Cleanup(up.Close)
+	addr := startRelay(t, up, forward, false)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- serve(ln, up.Listener.Addr().String(), forward) }()
-	t.Cleanup(func() {
-		ln.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +126,32 @@ func testRelay(t *testing.T, forward bool) {
 	}
 	want := "|||"
 	if forward {
-		a := ln.Addr().String()
-		want = "127.0.0.1|http|" + a + `|for=127.0.0.1;host="` + a + `";proto=http`
+		want = "127.0.0.1|http|" + addr + `|for=127.0.0.1;host="` + addr + `";proto=http`
 	}
 	for i, got := range fwd {
 		if got != want {
 			t.Errorf("request %d forwarding fields = %q, want %q", i, got, want)
 		}
 	}
+}
+
+// startRelay runs the relay's accept loop (HTTP/2 with prior knowledge when
+// h2c is set) in front of up until the test ends, and returns its address.
+func startRelay(t *testing.T, up *httptest.Server, forward, h2c bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve(ln, up.Listener.Addr().String(), forward, h2c) }()
+	t.Cleanup(func() {
+		ln.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
 }
 
 // TestRelayClosesOnUnknownLength checks that a response the relay cannot
@@ -157,17 +163,7 @@ func TestRelayClosesOnUnknownLength(t *testing.T) {
 		_, _ = io.WriteString(w, "hello")
 	}))
 	t.Cleanup(up.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- serve(ln, up.Listener.Addr().String(), false) }()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-	})
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", startRelay(t, up, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}
