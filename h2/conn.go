@@ -255,13 +255,14 @@ func (c *conn) frame(f http2.Frame) error {
 	case *http2.PingFrame:
 		return c.ping(f)
 	case *http2.GoAwayFrame:
-		// The client opens no more streams; the connection goes on until
-		// it closes it, or the streams it has are done, or the idle
-		// timeout. Closing at once would reset it under frames the client
-		// sent after its GOAWAY (a PING, h2spec 7/1), unread.
-		c.mu.Lock()
-		c.goingAway = true
-		c.mu.Unlock()
+		// The client opens no more streams: the connection drains as at
+		// Shutdown, and closes once its streams are done and the drain's
+		// PING came back (or a second passed). Not at once: that would
+		// reset it under frames the client sent after its GOAWAY (a PING,
+		// h2spec 7/1), unread. Nor only when the client closes it: a
+		// client that waits for the server's close would hold Shutdown
+		// up until its deadline.
+		c.drain()
 		return nil
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)

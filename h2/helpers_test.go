@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,6 +388,30 @@ func (rc *rawClient) expectGoAway(code http2.ErrCode) *http2.GoAwayFrame {
 	}
 	rc.expectEOF()
 	return ga
+}
+
+// expectDrain reads a drain to its end: the first GOAWAY (the highest
+// stream id), then, once its PING came back (acked here when ack is set)
+// or its second passed, the final GOAWAY with last, and the close.
+func (rc *rawClient) expectDrain(last uint32, ack bool) {
+	rc.t.Helper()
+	var goaways []uint32
+	for len(goaways) < 2 {
+		switch f := rc.next().(type) {
+		case *http2.GoAwayFrame:
+			goaways = append(goaways, f.LastStreamID)
+		case *http2.PingFrame:
+			if ack && !f.IsAck() {
+				rc.ping(true, f.Data)
+			}
+		default:
+			rc.t.Fatalf("unexpected frame %v", f)
+		}
+	}
+	if want := []uint32{1<<31 - 1, last}; !slices.Equal(goaways, want) {
+		rc.t.Errorf("GOAWAY last stream ids %v, want %v", goaways, want)
+	}
+	rc.expectEOF()
 }
 
 // expectEOF reads until the server closes the connection.

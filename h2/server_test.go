@@ -1034,20 +1034,7 @@ func TestShutdownNoPingAck(t *testing.T) {
 		defer cancel()
 		shut <- ts.srv.Shutdown(ctx)
 	}()
-	var goaways []uint32
-	for len(goaways) < 2 {
-		switch f := rc.next().(type) {
-		case *http2.GoAwayFrame:
-			goaways = append(goaways, f.LastStreamID)
-		case *http2.PingFrame:
-		default:
-			t.Fatalf("unexpected frame %v", f)
-		}
-	}
-	if want := []uint32{1<<31 - 1, 1}; !reflect.DeepEqual(goaways, want) {
-		t.Errorf("GOAWAY last stream ids %v, want %v", goaways, want)
-	}
-	rc.expectEOF()
+	rc.expectDrain(1, false)
 	if err := waitFor(t, shut, "Shutdown"); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
@@ -1348,5 +1335,26 @@ func TestClientGoAway(t *testing.T) {
 		if f, ok := rc.next().(*http2.PingFrame); ok && f.IsAck() && f.Data == p {
 			return
 		}
+	}
+}
+
+// TestClientGoAwayDrains: an idle connection whose client sent GOAWAY is
+// drained as at Shutdown (GOAWAY, PING, the final GOAWAY) and closed by
+// the server, and Shutdown then has nothing to wait for.
+func TestClientGoAwayDrains(t *testing.T) {
+	ts := startServer(t, newServer(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	rc := ts.dialRaw(t)
+	rc.handshake()
+	rc.headers(1, true, request("GET", "/")...)
+	if res := rc.readResponse(1, nil); res.status != "200" {
+		t.Fatalf("status %s", res.status)
+	}
+	rc.check(rc.fr.WriteGoAway(0, http2.ErrCodeNo, nil))
+	rc.flush()
+	rc.expectDrain(1, true)
+	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -83,8 +84,19 @@ func (t *h1Transport) reap() {
 	}
 	t.liveMu.Unlock()
 	for _, c := range conns {
-		if r := c.req.Load(); r != nil && r.Context().Err() != nil && c.req.CompareAndSwap(r, nil) {
+		// The request is read only while c.req holds reaping in its
+		// place: its exchange cannot end meanwhile (unwatch waits), so
+		// the request, which the serving engine reuses for its next one
+		// (a connection's, an HTTP/2 stream's), is still this exchange's.
+		r := c.req.Load()
+		if r == nil || r == reaping || !c.req.CompareAndSwap(r, reaping) {
+			continue
+		}
+		if r.Context().Err() != nil {
+			c.req.Store(nil)
 			c.interrupt()
+		} else {
+			c.req.Store(r)
 		}
 	}
 	clear(conns)
@@ -99,7 +111,7 @@ type h1Conn struct {
 	bw       *bufio.Writer
 	reused   bool
 	t        *h1Transport
-	req      atomic.Pointer[http.Request] // the request being carried, for the reaper
+	req      atomic.Pointer[http.Request] // the request being carried, for the reaper (reaping while it reads it)
 	broken   atomic.Bool
 	rdl, wdl time.Time // the deadlines set now: setting the same again is skipped
 
@@ -153,9 +165,18 @@ func (c *h1Conn) watch(r *http.Request) {
 // reused.
 func (c *h1Conn) unwatch(r *http.Request) bool {
 	ok := c.req.CompareAndSwap(r, nil)
+	for !ok && c.req.Load() == reaping {
+		// The reaper is reading r: a few instructions. Wait for its
+		// verdict, so that r is not reused under it.
+		runtime.Gosched()
+		ok = c.req.CompareAndSwap(r, nil)
+	}
 	c.t.reaper.End()
 	return ok
 }
+
+// reaping stands in c.req for the request while the reaper reads it.
+var reaping = new(http.Request)
 
 func (c *h1Conn) interrupt() {
 	c.broken.Store(true)

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,5 +432,79 @@ func TestH2CUpgrade(t *testing.T) {
 				t.Errorf("stream 1 was not the %s: %s", method, bodies[1])
 			}
 		})
+	}
+}
+
+// TestReaperStreamReuse: while one exchange keeps the HTTP/1.1 pool's
+// reaper ticking, quick requests on one HTTP/2 connection reuse the
+// engine's stream objects, request included, as the reaper looks at the
+// requests upstream connections carry. Under -race this failed when the
+// reaper read a request after its exchange ended; every quick request must
+// also succeed (a request reused for the next stream must not be taken
+// for the old one's gone client).
+func TestReaperStreamReuse(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	slowIn := make(chan struct{}, 1)
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			slowIn <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	q := startQueue(t, hostPort(up))
+	c, base := q.client(t, modeH2C)
+	slowDone := make(chan error, 1)
+	go func() {
+		res, err := c.Get(base + "/slow")
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		slowDone <- err
+	}()
+	select {
+	case <-slowIn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow request never reached the upstream")
+	}
+	// Quick requests, four at a time, for at least three reaper periods
+	// (100 ms each) and at most 20000 requests or 10 s.
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var sent atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sent.Add(1) <= 20000 && time.Since(start) < 10*time.Second {
+				res, err := c.Get(base + "/quick")
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK || string(body) != "ok" {
+					failed.Add(1)
+				}
+				if time.Since(start) > 400*time.Millisecond {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(release)
+	if err := <-slowDone; err != nil {
+		t.Errorf("slow request: %v", err)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of the quick requests failed", n)
 	}
 }
