@@ -642,8 +642,7 @@ func (c *conn) goAway(code http2.ErrCode) {
 	c.goingAway = true
 	c.w.fr.WriteGoAway(c.maxID, code, nil)
 	c.w.closeAfter = true
-	c.nc.SetWriteDeadline(time.Now().Add(goAwayWait))
-	c.w.wdl = time.Now().Add(time.Hour).UnixNano() // the writer keeps this deadline
+	c.w.cut(time.Now().Add(goAwayWait))
 	c.flushLocked(false)
 	for !c.closed { // another goroutine is writing
 		c.space.Wait()

@@ -20,8 +20,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/queue-dev/queue/h2"
 	"golang.org/x/net/http2"
@@ -1356,5 +1359,144 @@ func TestClientGoAwayDrains(t *testing.T) {
 	defer cancel()
 	if err := ts.srv.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// stuckConn is a server connection whose writes, once stuck is set, never
+// complete: each waits for its write deadline, as a write to a client that
+// does not read does. end is the deadline that ended the first of them. A
+// stuck write only takes from SetWriteDeadline (an atomic load, a
+// receive on a channel with room for every send), never gives to it, so
+// that the race detector sees the writer and the goroutine that sets the
+// deadline as the real socket would leave them: unordered.
+type stuckConn struct {
+	net.Conn
+	stuck   atomic.Bool
+	entered chan struct{} // closed when the first stuck write starts
+	once    sync.Once
+	dl      atomic.Int64 // the write deadline, Unix nanoseconds, or 0
+	changed chan byte    // a deadline was set; room for every set (not struct{}: see newStuckConn)
+	mu      sync.Mutex
+	end     time.Time
+}
+
+// newStuckConn wraps nc. The race detector orders a buffered channel's
+// sends and receives slot by slot, and a channel of empty elements has one
+// slot for all: a stuck write's receive would then order the writer before
+// the next SetWriteDeadline.
+func newStuckConn(nc net.Conn) *stuckConn {
+	return &stuckConn{Conn: nc, entered: make(chan struct{}), changed: make(chan byte, 64)}
+}
+
+func (c *stuckConn) SetWriteDeadline(t time.Time) error {
+	var n int64
+	if !t.IsZero() {
+		n = t.UnixNano()
+	}
+	c.dl.Store(n)
+	select {
+	case c.changed <- 0:
+	default:
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stuckConn) Write(p []byte) (int, error) {
+	if !c.stuck.Load() {
+		return c.Conn.Write(p)
+	}
+	c.once.Do(func() { close(c.entered) })
+	for {
+		dl := c.dl.Load()
+		if dl == 0 {
+			<-c.changed
+			continue
+		}
+		d := time.Until(time.Unix(0, dl))
+		if d <= 0 {
+			c.mu.Lock()
+			if c.end.IsZero() {
+				c.end = time.Unix(0, dl)
+			}
+			c.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.changed:
+		}
+		t.Stop()
+	}
+}
+
+// unorderedWrite writes p to nc with the bare system call. syscall.Write
+// tells the race detector that every write happens before every later
+// read in the process, which would order this test's goroutine, and so the
+// server's writer it heard from, before the server's read loop: a client
+// in another process, as in production, orders nothing.
+func unorderedWrite(t *testing.T, nc net.Conn, p []byte) {
+	t.Helper()
+	rc, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errno syscall.Errno
+	rc.Write(func(fd uintptr) bool {
+		_, _, errno = syscall.Syscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		return errno != syscall.EAGAIN
+	})
+	if errno != 0 {
+		t.Fatalf("write: %v", errno)
+	}
+}
+
+// TestConnErrorCutsStuckWrite: a connection error while a write to the
+// client is stuck bounds that write by the GOAWAY's short deadline, not
+// the minute of WriteTimeout, and the connection closes: an invalid
+// preface while the server's SETTINGS are stuck (under -race this covers
+// the writer's deadline bookkeeping, which the GOAWAY touched during the
+// write), and DATA on stream 0 while a response is.
+func TestConnErrorCutsStuckWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(rc *rawClient, sc *stuckConn) (errAt time.Time)
+	}{
+		{"invalid preface", func(rc *rawClient, sc *stuckConn) time.Time {
+			waitFor(t, sc.entered, "the SETTINGS write")
+			errAt := time.Now()
+			unorderedWrite(t, rc.nc, []byte("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"))
+			return errAt
+		}},
+		{"DATA on stream 0", func(rc *rawClient, sc *stuckConn) time.Time {
+			rc.handshake()
+			sc.stuck.Store(true)
+			rc.headers(1, true, request("GET", "/")...)
+			waitFor(t, sc.entered, "the response's write")
+			errAt := time.Now()
+			rc.data(0, false, []byte("x"))
+			return errAt
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conns := make(chan *stuckConn, 1)
+			srv := newServer(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			ts := startServerFunc(t, srv, func(nc net.Conn) {
+				c := newStuckConn(nc)
+				c.stuck.Store(tc.name == "invalid preface")
+				conns <- c
+				srv.ServeConn(c, nil)
+			})
+			rc := ts.dialRaw(t)
+			sc := waitFor(t, conns, "the connection")
+			errAt := tc.run(rc, sc)
+			rc.expectEOF()
+			sc.mu.Lock()
+			end := sc.end
+			sc.mu.Unlock()
+			if end.IsZero() || end.Sub(errAt) > 2*time.Second {
+				t.Errorf("the stuck write ended at its deadline %v after the error, want at most 2s", end.Sub(errAt))
+			}
+		})
 	}
 }

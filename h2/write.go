@@ -2,6 +2,7 @@ package h2
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/queue-dev/queue/h1"
@@ -20,8 +21,9 @@ type writer struct {
 	vw         *h1.VecWriter // plain TCP: raw writes (h1/rawio.go); nil under TLS
 	q, spare   []byte
 	writing    bool
-	closeAfter bool  // close the connection once the queue is written
-	wdl        int64 // when the write deadline was last pushed, Unix nanoseconds
+	closeAfter bool         // close the connection once the queue is written
+	wdl        int64        // when the writer last pushed the write deadline, Unix nanoseconds; the writer's own
+	cutAt      atomic.Int64 // the deadline cut set, Unix nanoseconds, or 0: the writer pushes it no more
 	hbuf       []byte
 	err        error
 }
@@ -95,6 +97,15 @@ func appendFrameHeader(b []byte, n int, t http2.FrameType, flags byte, id uint32
 		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 }
 
+// cut bounds the writes from now on by at, a write in progress included,
+// from any goroutine: the writer no longer pushes the deadline. Whichever
+// order cut and a writer's push run in, at is the deadline left (the push
+// reads cutAt after its own SetWriteDeadline, cut stores it before its).
+func (w *writer) cut(at time.Time) {
+	w.cutAt.Store(at.UnixNano())
+	w.c.nc.SetWriteDeadline(at)
+}
+
 // wantsWriter reports whether there is something to write (or a close
 // to make) and no goroutine is at it.
 func (w *writer) wantsWriter() bool { return !w.writing && (len(w.q) > 0 || w.closeAfter) }
@@ -140,9 +151,12 @@ func (w *writer) loopLocked() {
 		w.q = w.spare[:0]
 		c.mu.Unlock()
 		now := time.Now().UnixNano()
-		if now-w.wdl > int64(time.Second) {
+		if now-w.wdl > int64(time.Second) && w.cutAt.Load() == 0 {
 			c.nc.SetWriteDeadline(time.Unix(0, now).Add(WriteTimeout))
 			w.wdl = now
+			if at := w.cutAt.Load(); at != 0 {
+				c.nc.SetWriteDeadline(time.Unix(0, at)) // cut came meanwhile: its deadline stands
+			}
 		}
 		var err error
 		if w.vw != nil {
