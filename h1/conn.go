@@ -427,9 +427,15 @@ func notHTTP(b []byte) bool {
 	if sp2 <= 0 {
 		return false
 	}
-	v := b[sp1+1+sp2+1:]
+	return !mayBeHTTPVersion(b[sp1+1+sp2+1:])
+}
+
+// mayBeHTTPVersion reports whether v, a request line's version or the
+// start of one, begins as HTTP's does ("HTTP/", in any case: a version in
+// the wrong case is HTTP, malformed). Past "HTTP/" it looks no further.
+func mayBeHTTPVersion(v []byte) bool {
 	n := min(len(v), 5)
-	return !strings.EqualFold(str(v[:n]), "HTTP/"[:n])
+	return strings.EqualFold(str(v[:n]), "HTTP/"[:n])
 }
 
 // versionPattern is the end of a request line; D stands for a digit.

@@ -203,7 +203,7 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 	case "HTTP/1.0":
 		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
 	default:
-		if len(version) < 5 || !strings.EqualFold(str(version[:5]), "HTTP/") {
+		if len(version) < 5 || !mayBeHTTPVersion(version) {
 			return errNotHTTP
 		}
 		if len(version) == 8 && str(version[:5]) == "HTTP/" && isDigit(version[5]) && version[6] == '.' && isDigit(version[7]) {

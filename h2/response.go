@@ -219,7 +219,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // header map, and a Date if none came. end sets END_STREAM.
 func (w *response) writeHead(status int, end, final bool) {
 	b := appendStatus(w.block[:0], status)
-	date := false
+	date := w.linesDate
 	for lines := w.lines; final && len(lines) > 0; {
 		i := bytes.IndexByte(lines, '\n')
 		line := lines[:i-1]
@@ -228,7 +228,6 @@ func (w *response) writeHead(status int, end, final bool) {
 		name := w.lowerName(line[:colon])
 		b = appendField(b, name, string(line[colon+2:]))
 	}
-	date = w.linesDate
 	for k, vv := range w.hdr {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
