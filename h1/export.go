@@ -10,8 +10,8 @@ import (
 )
 
 // The pieces of the HTTP/1.1 engine that queue's HTTP/2 engine (package
-// h2) shares with it, so that both read a target, format a Date and carry
-// the client's address the same way.
+// h2) shares with it, so that both read a target, check a field name's
+// characters, format a Date and carry the client's address the same way.
 
 // WithPeer returns ctx carrying ap as the client address that Peer reports
 // for requests whose context derives from it.
@@ -50,6 +50,10 @@ func AppendTrailerKeys(dst []string, h http.Header) []string {
 	}
 	return dst
 }
+
+// IsTchar reports a token character (RFC 9110 section 5.6.2), as the
+// engine checks field names.
+func IsTchar(c byte) bool { return isTchar(c) }
 
 // AppendDate appends the current Date field value (RFC 9110 section
 // 6.6.1), formatted once a second.

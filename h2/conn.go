@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -701,5 +700,3 @@ func (c *conn) upgrade(opts *ConnOptions) error {
 	c.startLocked(s)
 	return nil
 }
-
-var _ = http.StatusOK

@@ -1,12 +1,6 @@
 package h2
 
-import (
-	"strconv"
-
-	"golang.org/x/net/http2/hpack"
-)
-
-type hpackField = hpack.HeaderField
+import "strconv"
 
 // queue's HPACK encoder (RFC 7541) writes every field as a literal without
 // indexing, its name from the static table where it is there: it keeps no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // block is what the read loop learns of a header block as it decodes it.
@@ -189,7 +190,7 @@ func (c *conn) answerLocked(s *stream, status int) {
 }
 
 // onField takes one decoded field of the block being read.
-func (c *conn) onField(f hpackField) {
+func (c *conn) onField(f hpack.HeaderField) {
 	b := &c.blk
 	b.size += len(f.Name) + len(f.Value) + 32
 	if b.size > MaxHeaderListSize {
@@ -332,25 +333,12 @@ func validName(name string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c >= 0x80 || !nameChars[c] {
+		if c := name[i]; !h1.IsTchar(c) || 'A' <= c && c <= 'Z' {
 			return false
 		}
 	}
 	return true
 }
-
-var nameChars = func() (t [128]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 // validValue reports whether value has no control byte but HTAB, and no
 // leading or trailing whitespace (RFC 9113 section 8.2.1).
