@@ -204,11 +204,7 @@ func (c *conn) readError(err error) bool {
 	switch {
 	case errors.As(err, &se):
 		c.mu.Lock()
-		if s := c.streams[se.StreamID]; s != nil {
-			c.resetLocked(s, se.Code)
-		} else {
-			c.rstLocked(se.StreamID, se.Code)
-		}
+		c.streamErrorLocked(se.StreamID, se.Code)
 		c.mu.Unlock()
 		return true
 	case errors.As(err, &ce):
