@@ -2,7 +2,7 @@
 # binary at /queue on an empty base (scratch), owned by root, run as
 # 65532:65532; no shell, no libc, no other file.
 #   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t queue .
-FROM golang:1.26-bookworm AS build
+FROM golang:1.27-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
