@@ -508,19 +508,13 @@ func (c *conn) readRaw(fd uintptr) bool {
 	return true
 }
 
-// peerGone reports whether the client closed or reset its connection: a
-// non-blocking peek that finds end of file. Bytes waiting (a pipelined
-// request) mean the client is still there.
+// peerGone reports whether the client closed or reset its connection
+// (PeerGone).
 func (c *conn) peerGone() bool {
 	if c.raw == nil {
 		return false
 	}
-	gone := false
-	c.raw.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = n == 0 && err == nil || err == syscall.ECONNRESET
-	})
-	return gone
+	return PeerGone(c.raw, &c.peekBuf)
 }
 
 // write writes b to the client: a raw write on plain TCP (rawio.go).

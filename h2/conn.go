@@ -85,6 +85,11 @@ type conn struct {
 	idleAt  int64 // when the last stream ended, Unix nanoseconds
 	idleT   *time.Timer
 	idleArm bool
+	// unsure is set while the read loop waits after a short read with
+	// streams open: the peer's end may have come unseen with the bytes it
+	// read (connReader.session), and the connection becoming idle then
+	// looks (idleCheckLocked).
+	unsure bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -162,7 +167,7 @@ func (c *conn) serve(opts *ConnOptions) {
 			return
 		}
 		if c.rd.buffered() == 0 {
-			c.idle() // before the read waits
+			c.idle(false) // before the read waits
 		}
 		if !c.step() {
 			return
@@ -535,6 +540,17 @@ func (c *conn) idleCheckLocked() {
 		c.closeAfterFlushLocked()
 		return
 	}
+	if c.unsure {
+		// The read loop waits after a short read: the peer may be gone
+		// unseen, and with no stream left nothing would find out before
+		// the idle timeout.
+		c.unsure = false
+		if c.rd.peerGone() {
+			c.goingAway = true
+			c.closeAfterFlushLocked()
+			return
+		}
+	}
 	c.idleAt = time.Now().UnixNano()
 	c.armIdleLocked()
 }
@@ -559,12 +575,17 @@ func (c *conn) armIdleLocked() {
 // is written, by another goroutine: the read loop must go on reading
 // while a client that does not read holds a write up, or the two would
 // wait on each other, each with its socket buffers full. And the idle
-// timer is armed if the connection is idle and it is not armed.
-func (c *conn) idle() {
+// timer is armed if the connection is idle and it is not armed. short
+// says the wait follows a short read (connReader.session); idle reports
+// whether the connection carries no stream.
+func (c *conn) idle(short bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.w.kickLocked()
 	c.armIdleLocked()
+	quiet := len(c.streams) == 0 && c.running == 0
+	c.unsure = short && !quiet
+	return quiet
 }
 
 func (c *conn) idleFired() {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/queue-dev/queue/h1"
 )
@@ -128,9 +129,19 @@ func (r *connReader) canSession() bool {
 // socket is most likely empty), waits for readability without a read that
 // would find nothing. Between two waits the runtime keeps the socket's
 // readiness, which a new RawConn.Read would forget. idle is called before
-// every wait. It returns when step reports false, or the socket fails,
-// ends or passes its read deadline.
-func (r *connReader) session(step func() bool, idle func()) {
+// every wait; it reports whether the connection carries no stream, and is
+// told whether the wait follows a short read. It returns when step reports
+// false, or the socket fails, ends or passes its read deadline.
+//
+// A short read has one blind spot: the peer's FIN or reset that came
+// before the readiness it was woken by was taken gives no readiness of its
+// own, and the read returns the bytes before it without saying so. When the
+// connection carries no stream, nothing else would ever look (no response
+// to write, whose failure would end it), so the session reads once more
+// instead of waiting. With streams, their writes will meet the end; and a
+// stream that ends without a write leaves it to the idle check
+// (conn.unsure).
+func (r *connReader) session(step func() bool, idle func(short bool) bool) {
 	short := false
 	r.raw.Read(func(fd uintptr) bool {
 		for {
@@ -141,8 +152,9 @@ func (r *connReader) session(step func() bool, idle func()) {
 			}
 			if short {
 				short = false
-				r.wait(idle)
-				return false
+				if !r.wait(idle, true) {
+					return false
+				}
 			}
 			if r.buf == nil {
 				r.buf = readers.Get().(*[]byte)
@@ -153,7 +165,7 @@ func (r *connReader) session(step func() bool, idle func()) {
 			room := len(*r.buf) - r.w
 			n, again, err := h1.ReadFD(fd, (*r.buf)[r.w:])
 			if again {
-				r.wait(idle)
+				r.wait(idle, false)
 				return false
 			}
 			if err != nil {
@@ -166,14 +178,24 @@ func (r *connReader) session(step func() bool, idle func()) {
 	})
 }
 
-// wait gets ready to wait for readability: idle, and the buffer back if
-// it is empty.
-func (r *connReader) wait(idle func()) {
+// wait gets ready to wait for readability: the buffer back if it is
+// empty, and idle, whose answer it returns.
+func (r *connReader) wait(idle func(short bool) bool, short bool) bool {
 	if r.r == r.w {
 		r.r, r.w = 0, 0
 		r.release()
 	}
-	idle()
+	return idle(short)
+}
+
+// peerGone reports whether the peer closed or reset the connection (plain
+// TCP only; false under TLS).
+func (r *connReader) peerGone() bool {
+	if r.raw == nil {
+		return false
+	}
+	var b [1]byte
+	return h1.PeerGone(r.raw, &b)
 }
 
 // whole reports whether the buffer holds a whole frame, or a frame header
@@ -189,17 +211,29 @@ func (r *connReader) whole() bool {
 }
 
 // shutdown ends the connection from any goroutine, the mutex held or not.
-// On plain TCP the socket is shut down, which fails its reads and writes;
-// the read loop, which may be in its session (holding the descriptor) and
-// waiting for that mutex, then closes it: a Close here would wait for the
-// session to let go of the descriptor. Under TLS it is closed.
+// On plain TCP the socket is shut down, which fails its reads and writes,
+// and its read deadline is put in the past, which wakes a session waiting
+// for readability; the read loop, which may be in its session (holding the
+// descriptor) and waiting for that mutex, then closes it: a Close here
+// would wait for the session to let go of the descriptor. Under TLS it is
+// closed.
+//
+// The deadline is what ends a connection whose peer is gone: a socket the
+// peer reset (or closed) before its last bytes were read gives no more
+// readiness once they are read, and shutting down a socket already reset
+// changes nothing the runtime is told of, so a session that read those
+// bytes (a short read, session) would wait for ever.
 func (r *connReader) shutdown(nc net.Conn) {
 	if r.raw == nil {
 		nc.Close()
 		return
 	}
 	r.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	nc.SetReadDeadline(aLongTimeAgo)
 }
+
+// aLongTimeAgo is a deadline that fails a wait at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // buffered reports the bytes read from the socket and not yet taken.
 func (r *connReader) buffered() int { return r.w - r.r }

@@ -1120,6 +1120,122 @@ func TestIdleTimeoutAfterLongStream(t *testing.T) {
 	rc.expectGoAway(http2.ErrCodeNo)
 }
 
+// TestPeerGone: a connection whose client is gone ends, whatever it was
+// doing when the client left. The case that hid it: the client's last
+// frame and its FIN or reset arrive while the read loop is busy with the
+// frame before (here held inside it: HoldConns), so that the readiness of
+// both is taken at once and the read that follows returns the frame's bytes
+// alone; the end then gives no readiness of its own (connReader.session).
+// Every ServeConn must return within failAfter, the default idle timeout
+// (two minutes) being far longer.
+func TestPeerGone(t *testing.T) {
+	const conns = 4
+	for _, tc := range []struct {
+		name string
+		// busy: a stream's handler is running while the client leaves, and
+		// is let go only after it left.
+		busy bool
+		// last sends the client's last frame; reset ends the connection
+		// with a reset, else the client shuts its side down (FIN).
+		last  func(rc *rawClient)
+		reset bool
+		// writeFails: the connection is ended as a failed write ends it,
+		// before the read loop goes on.
+		writeFails bool
+	}{
+		// Idle, then a frame that asks for no answer, and the end: only
+		// the read loop's own look (a read when idle) finds it.
+		{name: "idle, FIN", last: windowUpdate},
+		{name: "idle, reset", last: windowUpdate, reset: true},
+		// A stream runs: its end, with no write to fail, is when the
+		// connection looks (conn.unsure).
+		{name: "busy, FIN", busy: true, last: windowUpdate},
+		// A stream runs, and a write fails on the reset socket before the
+		// read loop reads the client's last frame: the writer shuts the
+		// connection down, which must wake the read loop once it waits
+		// (connReader.shutdown).
+		{name: "busy, reset, write failed", busy: true, last: windowUpdate, reset: true, writeFails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			released, release := releaser(t)
+			started := make(chan struct{}, conns)
+			srv := newServer(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/busy" {
+					started <- struct{}{}
+					<-released
+				}
+				io.WriteString(w, "ok")
+			})
+			ended := make(chan struct{}, conns)
+			ts := startServerFunc(t, srv, func(nc net.Conn) {
+				srv.ServeConn(nc, nil)
+				ended <- struct{}{}
+			})
+			rcs := make([]*rawClient, conns)
+			for i := range rcs {
+				rc := ts.dialRaw(t)
+				rc.handshake()
+				if tc.busy {
+					rc.headers(1, true, request("GET", "/busy")...)
+					waitFor(t, started, "the handler to start")
+				} else {
+					rc.headers(1, true, request("GET", "/")...)
+					if res := rc.readResponse(1, nil); res.status != "200" {
+						t.Fatalf("status %s", res.status)
+					}
+				}
+				rcs[i] = rc
+			}
+			unlock := h2.HoldConns(srv)
+			for _, rc := range rcs {
+				windowUpdate(rc) // the read loops read it, and wait for the mutex
+			}
+			waitSockets(t, srv, "the frame read", func(unread int, _ bool) bool { return unread == 0 })
+			for _, rc := range rcs {
+				tc.last(rc)
+				tcp := rc.nc.(*net.TCPConn)
+				if tc.reset {
+					tcp.SetLinger(0)
+					tcp.Close()
+				} else {
+					tcp.CloseWrite()
+				}
+			}
+			waitSockets(t, srv, "the peer's end", func(_ int, ended bool) bool { return ended })
+			if tc.writeFails {
+				h2.EndHeld(srv)
+			}
+			unlock()
+			release()
+			for i := range conns {
+				waitFor(t, ended, fmt.Sprintf("connection %d of %d to end", i+1, conns))
+			}
+		})
+	}
+}
+
+func windowUpdate(rc *rawClient) { rc.check(rc.fr.WriteWindowUpdate(0, 1)); rc.flush() }
+
+// waitSockets waits until ok holds for the socket of every connection srv
+// serves: a state of the kernel's, which no event announces.
+func waitSockets(t *testing.T, srv *h2.Server, what string, ok func(unread int, ended bool) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(failAfter); ; {
+		unread, ended := h2.SocketStates(srv)
+		all := true
+		for i := range unread {
+			all = all && ok(unread[i], ended[i])
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: unread %v, ended %v", what, unread, ended)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestUpgrade serves a connection upgraded from HTTP/1.1 (h2c): the
 // upgrading request is stream 1.
 func TestUpgrade(t *testing.T) {

@@ -1,0 +1,63 @@
+package h2
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// HoldConns locks the mutex of every connection s serves, so that a test
+// can keep their read loops inside a frame they have read; the function
+// it returns unlocks them.
+func HoldConns(s *Server) (unlock func()) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+	}
+	return func() {
+		for _, c := range conns {
+			c.mu.Unlock()
+		}
+	}
+}
+
+// SocketStates reports, for each plain TCP connection s serves, the bytes
+// its socket holds unread and whether the peer ended it (a FIN or a reset
+// came: TCP_CLOSE_WAIT or TCP_CLOSE).
+func SocketStates(s *Server) (unread []int, ended []bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.rd.raw == nil {
+			continue
+		}
+		c.rd.raw.Control(func(fd uintptr) {
+			var n int32
+			syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+			var info [104]byte // struct tcp_info; its first byte is the state
+			size := uint32(len(info))
+			syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_INFO,
+				uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+			const closeWait, closed = 8, 7 // TCP_CLOSE_WAIT, TCP_CLOSE (include/net/tcp_states.h)
+			unread = append(unread, int(n))
+			ended = append(ended, info[0] == closeWait || info[0] == closed)
+		})
+	}
+	return unread, ended
+}
+
+// EndHeld ends every connection s serves as the writer does when a write
+// fails (writer.loopLocked): closed, and its socket shut down. The
+// connections' mutexes must be held (HoldConns).
+func EndHeld(s *Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.endLocked(errClosed)
+		c.rd.shutdown(c.nc)
+	}
+}
