@@ -49,10 +49,12 @@ type conn struct {
 	headDeadline bool // the header timeout bounds the head being read
 
 	head *[]byte // the current request's head; its strings point here
-	q    request
 	req  *http.Request
-	body body
-	res  response
+	// *reqState holds what serves a request (the parsed head, the body
+	// reader, the response, the raw writer), made at the first complete
+	// head (init) with the request, so that a connection that never sends
+	// one (a stalled or hostile client) does not carry it.
+	*reqState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -67,10 +69,18 @@ type conn struct {
 	inSession  atomic.Bool           // a session's read runs: Hijack must refuse
 	directRead func(fd uintptr) bool // c.readDirectRaw, bound once
 	dp         []byte                // readDirect's destination
-	vw         VecWriter             // writes to tcp, when set
 	rn         int
 	rerr       error
 	peekBuf    [1]byte
+}
+
+// reqState is the part of a connection that serves its requests
+// (conn.reqState).
+type reqState struct {
+	q    request
+	body body
+	res  response
+	vw   VecWriter // writes to tcp, when set
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -79,7 +89,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		c.tcp = tc
 		c.raw, _ = tc.SyscallConn()
-		c.vw.Reset(c.raw)
 	}
 	c.remote = nc.RemoteAddr().String()
 	c.rawRead = c.readRaw
@@ -563,8 +572,12 @@ func (c *conn) init() {
 	// Serving a request takes the stack to 8 KiB: grow it in one copy
 	// now, with few frames on it, not in two deep in the request. Not at
 	// accept: a connection that never sends a whole head keeps the small
-	// stack it started with (5000 stalled connections, 38 MiB, not 57).
+	// stack it started with.
 	gostack.Grow()
+	c.reqState = new(reqState)
+	if c.tcp != nil {
+		c.vw.Reset(c.raw)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
 		// Parsed once for the connection's life: see Peer.
