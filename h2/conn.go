@@ -63,23 +63,24 @@ type conn struct {
 	blk       block
 	first     bool // no frame read yet: the first must be SETTINGS
 
-	mu         sync.Mutex
-	streams    map[uint32]*stream // open or half-closed, as the client sees them
-	free       []*stream
-	running    int    // handlers running, of streams reset by the client too
-	maxID      uint32 // the highest stream the client opened
-	goingAway  bool   // the final GOAWAY is queued; new streams are ignored
-	draining   bool   // the first GOAWAY is queued
-	closed     bool
-	glitches   int
-	resets     [16]uint32 // the streams queue reset last (rstLocked)
-	resetNext  uint32
-	sendWindow int64 // the connection's, for DATA to the client
-	initWindow int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
-	recvWindow int64 // the connection's, for DATA from the client
-	recvCredit int64 // consumed DATA not yet given back by WINDOW_UPDATE
-	space      sync.Cond
+	mu          sync.Mutex
+	streams     map[uint32]*stream // open or half-closed, as the client sees them
+	free        []*stream
+	running     int    // handlers running, of streams reset by the client too
+	maxID       uint32 // the highest stream the client opened
+	goingAway   bool   // the final GOAWAY is queued; new streams are ignored
+	draining    bool   // the first GOAWAY is queued
+	closed      bool
+	lingerUntil time.Time // after a connection error: when close stops lingering (goAway)
+	glitches    int
+	resets      [16]uint32 // the streams queue reset last (rstLocked)
+	resetNext   uint32
+	sendWindow  int64 // the connection's, for DATA to the client
+	initWindow  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame    int   // the client's SETTINGS_MAX_FRAME_SIZE
+	recvWindow  int64 // the connection's, for DATA from the client
+	recvCredit  int64 // consumed DATA not yet given back by WINDOW_UPDATE
+	space       sync.Cond
 
 	w       writer
 	idleAt  int64 // when the last stream ended, Unix nanoseconds
@@ -158,7 +159,7 @@ func (c *conn) serve(opts *ConnOptions) {
 	c.first = true
 	for {
 		if c.rd.canSession() {
-			c.rd.session(c.step, c.idle)
+			c.rd.session(c.step, c.idle, c.refused)
 			return
 		}
 		if c.rd.buffered() == 0 {
@@ -171,20 +172,22 @@ func (c *conn) serve(opts *ConnOptions) {
 }
 
 // step reads one frame and acts on it. It reports whether the connection
-// goes on.
+// goes on. The frame's header is checked before its payload is read
+// (headerError): a header that alone shows a connection error ends the
+// connection at once, not when a payload that may never come has come.
 func (c *conn) step() bool {
-	f, err := c.fr.ReadFrame()
+	fh, err := c.fr.ReadFrameHeader()
 	if err != nil {
 		return c.readError(err)
 	}
-	if c.first {
-		// The client's preface goes on with a SETTINGS frame (RFC 9113
-		// section 3.4).
-		if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-			c.connError(http2.ErrCodeProtocol)
-			return false
-		}
-		c.first = false
+	if code := c.headerError(fh); code != 0 {
+		c.connError(code)
+		return false
+	}
+	c.first = false
+	f, err := c.fr.ReadFrameForHeader(fh)
+	if err != nil {
+		return c.readError(err)
 	}
 	if err := c.frame(f); err != nil {
 		var ce http2.ConnectionError
@@ -194,6 +197,106 @@ func (c *conn) step() bool {
 		return false
 	}
 	return true
+}
+
+// refused reports whether a frame's 9-byte header alone ends the
+// connection (the read session's test, connReader.ready).
+func (c *conn) refused(hdr []byte) bool {
+	fh := http2.FrameHeader{
+		Length:   uint32(hdr[0])<<16 | uint32(hdr[1])<<8 | uint32(hdr[2]),
+		Type:     http2.FrameType(hdr[3]),
+		Flags:    http2.Flags(hdr[4]),
+		StreamID: (uint32(hdr[5])<<24 | uint32(hdr[6])<<16 | uint32(hdr[7])<<8 | uint32(hdr[8])) & (1<<31 - 1),
+	}
+	return c.headerError(fh) != 0
+}
+
+// headerError returns the connection error that a frame's header shows by
+// itself, given what the read loop knows (the first frame, the header
+// block open, the highest stream opened), or 0. Only what RFC 9113 makes a
+// connection error is here; a stream error (a PRIORITY of the wrong
+// length) waits for its frame as any frame does.
+func (c *conn) headerError(fh http2.FrameHeader) http2.ErrCode {
+	n, id, fl := fh.Length, fh.StreamID, fh.Flags
+	switch {
+	case c.first && (fh.Type != http2.FrameSettings || fl.Has(http2.FlagSettingsAck)):
+		return http2.ErrCodeProtocol // the preface goes on with SETTINGS (section 3.4)
+	case n > MaxFrameSize:
+		return http2.ErrCodeFrameSize // section 4.2
+	case c.curID != 0:
+		if fh.Type != http2.FrameContinuation || id != c.curID {
+			return http2.ErrCodeProtocol // section 6.10
+		}
+		return 0
+	}
+	idle := id > c.maxID // section 5.1: only HEADERS and PRIORITY may open one
+	switch fh.Type {
+	case http2.FrameData:
+		switch {
+		case id == 0 || idle:
+			return http2.ErrCodeProtocol // sections 6.1, 5.1
+		case fl.Has(http2.FlagDataPadded) && n < 1:
+			return http2.ErrCodeFrameSize // no room for the pad length (section 4.2)
+		}
+	case http2.FrameHeaders:
+		need := uint32(0)
+		if fl.Has(http2.FlagHeadersPadded) {
+			need++
+		}
+		if fl.Has(http2.FlagHeadersPriority) {
+			need += 5
+		}
+		switch {
+		case id == 0 || idle && id%2 == 0:
+			return http2.ErrCodeProtocol // sections 6.2, 5.1.1
+		case n < need:
+			return http2.ErrCodeFrameSize // a field block's frame (section 4.2)
+		}
+	case http2.FramePriority:
+		if id == 0 {
+			return http2.ErrCodeProtocol // section 6.3
+		}
+	case http2.FrameRSTStream:
+		switch {
+		case id == 0 || idle:
+			return http2.ErrCodeProtocol // sections 6.4, 5.1
+		case n != 4:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameSettings:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.5
+		case fl.Has(http2.FlagSettingsAck) && n != 0, n%6 != 0:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FramePushPromise:
+		return http2.ErrCodeProtocol // a client cannot push (section 8.4)
+	case http2.FramePing:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.7
+		case n != 8:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameGoAway:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.8
+		case n < 8:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameWindowUpdate:
+		switch {
+		case n != 4:
+			return http2.ErrCodeFrameSize // section 6.9
+		case id != 0 && idle:
+			return http2.ErrCodeProtocol // section 5.1
+		}
+	case http2.FrameContinuation:
+		return http2.ErrCodeProtocol // no header block is open (section 6.10)
+	}
+	return 0
 }
 
 // readError handles what ReadFrame refused. It reports whether the
@@ -625,9 +728,14 @@ func (c *conn) finalGoAwayLocked() {
 	c.idleCheckLocked()
 }
 
-// goAway ends the connection with a connection error: GOAWAY, written
-// with what is queued before it within goAwayWait, and the connection
-// closes.
+// goAway ends the connection with a connection error, from the read
+// loop: GOAWAY, written with what is queued before it within goAwayWait,
+// then the writing side is shut (FIN), and the read loop, once it returns,
+// lingers until the client closes or the same deadline passes, reading and
+// dropping what the client sends, before it closes the socket (close):
+// RFC 9113 section 5.4.1 has the connection closed after a connection
+// error, and a close under unread bytes would be a reset that may lose the
+// GOAWAY.
 func (c *conn) goAway(code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -636,8 +744,9 @@ func (c *conn) goAway(code http2.ErrCode) {
 	}
 	c.goingAway = true
 	c.w.fr.WriteGoAway(c.maxID, code, nil)
-	c.w.closeAfter = true
-	c.w.cut(time.Now().Add(goAwayWait))
+	c.lingerUntil = time.Now().Add(goAwayWait)
+	c.w.closeAfter, c.w.lingering = true, true
+	c.w.cut(c.lingerUntil)
 	c.flushLocked(false)
 	for !c.closed { // another goroutine is writing
 		c.space.Wait()
@@ -645,14 +754,19 @@ func (c *conn) goAway(code http2.ErrCode) {
 }
 
 // goAwayWait bounds the writing of a GOAWAY that ends a connection in
-// error, to a client that may not be reading.
+// error, to a client that may not be reading, and the linger after it.
 const goAwayWait = time.Second
 
-// close ends the connection: every stream fails with err.
+// close ends the connection: every stream fails with err. After a
+// connection error it first lingers (goAway).
 func (c *conn) close(err error) {
 	c.mu.Lock()
 	c.endLocked(err)
+	until := c.lingerUntil
 	c.mu.Unlock()
+	if !until.IsZero() {
+		c.rd.linger(c.nc, until)
+	}
 	c.nc.Close()
 }
 

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -708,4 +710,142 @@ func TestH2Defence(t *testing.T) {
 			t.Errorf("%d of %d held streams completed with 200 (GOAWAY %+v, read %v)", ok, n, g, rerr)
 		}
 	})
+}
+
+// h2dLinger bounds how long queue keeps a connection after the GOAWAY of a
+// connection error: its linger (a second), with slack for the race
+// detector.
+const h2dLinger = 2 * time.Second
+
+// h2dJunk writes junk to nc from its own goroutine, 4 KiB every 5 ms, for
+// at most 3 s, and sends when a write failed (queue closed the
+// connection), or the zero time if none did.
+func h2dJunk(nc net.Conn) <-chan time.Time {
+	failed := make(chan time.Time, 1)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 4<<10)
+		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
+		defer tick.Stop()
+		for range 600 {
+			if _, err := nc.Write(junk); err != nil {
+				failed <- time.Now()
+				return
+			}
+			<-tick.C
+		}
+		failed <- time.Time{}
+	}()
+	return failed
+}
+
+// TestH2ConnErrorCloses: on the plain and the TLS serving ports, a
+// connection error gets GOAWAY with its code, the client then reads the
+// end of the connection (not a reset), and queue closes the socket within
+// its linger while the client goes on writing junk. One case for each way
+// queue finds a connection error: a frame header alone (a first frame that
+// is not SETTINGS, whose payload never comes; a frame over the frame size,
+// header only), a frame's payload (a header block HPACK cannot decode),
+// and the glitch budget (empty DATA frames).
+func TestH2ConnErrorCloses(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	q := startTLSQueue(t, hostPort(up))
+	settings := []byte{0, 0, 0, byte(http2.FrameSettings), 0, 0, 0, 0, 0}
+	frame := func(typ http2.FrameType, flags http2.Flags, id uint32, payload []byte) []byte {
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		fr.AllowIllegalWrites = true
+		fr.WriteRawFrame(typ, flags, id, payload)
+		return b.Bytes()
+	}
+	cases := []struct {
+		name string
+		code http2.ErrCode
+		send func() []byte
+	}{
+		{"first frame not SETTINGS", http2.ErrCodeProtocol, func() []byte {
+			// A DATA frame's header and 10 of its 100 bytes: the rest
+			// never comes.
+			return append([]byte{0, 0, 100, byte(http2.FrameData), 0, 0, 0, 0, 1}, make([]byte, 10)...)
+		}},
+		{"frame over the frame size", http2.ErrCodeFrameSize, func() []byte {
+			n := h2.MaxFrameSize + 1
+			return append(settings, byte(n>>16), byte(n>>8), byte(n), byte(http2.FramePing), 0, 0, 0, 0, 0)
+		}},
+		{"HPACK decoding error", http2.ErrCodeCompression, func() []byte {
+			// An indexed field of index 0 (RFC 7541 section 6.1).
+			return append(settings, frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 1, []byte{0x80})...)
+		}},
+		{"glitch budget", http2.ErrCodeEnhanceYourCalm, func() []byte {
+			var enc bytes.Buffer
+			he := hpack.NewEncoder(&enc)
+			for _, f := range h2Req("POST", "/upload") {
+				he.WriteField(f)
+			}
+			b := append(settings, frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 1, enc.Bytes())...)
+			empty := frame(http2.FrameData, 0, 1, nil)
+			for range h2.MaxGlitches + 1 {
+				b = append(b, empty...)
+			}
+			return b
+		}},
+	}
+	for _, port := range []string{"plain", "tls"} {
+		for _, tc := range cases {
+			t.Run(port+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				var nc net.Conn
+				var err error
+				if port == "tls" {
+					nc, err = tls.DialWithDialer(&net.Dialer{Timeout: h2Wait}, "tcp", q.addr.TLS,
+						&tls.Config{RootCAs: q.certPool, ServerName: "localhost", NextProtos: []string{"h2"}})
+				} else {
+					nc, err = net.DialTimeout("tcp", q.addr.Listen, h2Wait)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(h2Wait))
+				if _, err := nc.Write(append([]byte(http2.ClientPreface), tc.send()...)); err != nil {
+					t.Fatal(err)
+				}
+				fr := http2.NewFramer(nil, nc)
+				var ga *http2.GoAwayFrame
+				for ga == nil {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						t.Fatalf("read frame: %v (want GOAWAY %v)", err, tc.code)
+					}
+					ga, _ = f.(*http2.GoAwayFrame)
+				}
+				at := time.Now()
+				if ga.ErrCode != tc.code {
+					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
+				}
+				failed := h2dJunk(nc)
+				for {
+					if _, err := fr.ReadFrame(); err != nil {
+						if !errors.Is(err, io.EOF) {
+							t.Errorf("after the GOAWAY the read ended with %v, want EOF", err)
+						}
+						break
+					}
+				}
+				select {
+				case f := <-failed:
+					if f.IsZero() {
+						t.Errorf("the client's writes never failed: queue did not close the connection")
+					} else if d := f.Sub(at); d > h2dLinger {
+						t.Errorf("the client's writes failed %v after the GOAWAY, want within %v", d, h2dLinger)
+					}
+				case <-time.After(h2Wait):
+					t.Errorf("the junk writer did not end within %v", h2Wait)
+				}
+			})
+		}
+	}
 }
