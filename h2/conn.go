@@ -308,7 +308,12 @@ func (c *conn) readError(err error) bool {
 	case errors.As(err, &se):
 		c.mu.Lock()
 		c.streamErrorLocked(se.StreamID, se.Code)
+		gerr := c.glitchLocked(GlitchFrame) // a frame malformed by itself
 		c.mu.Unlock()
+		if gerr != nil {
+			c.connError(http2.ErrCodeEnhanceYourCalm)
+			return false
+		}
 		return true
 	case errors.As(err, &ce):
 		c.connError(http2.ErrCode(ce))
@@ -340,12 +345,14 @@ func (c *conn) frame(f http2.Frame) error {
 	case *http2.HeadersFrame:
 		return c.headers(f)
 	case *http2.PriorityFrame:
+		// Read, checked and ignored (doc.go), and a glitch: RFC 9113
+		// deprecates the scheme, and a flood of them costs a frame each.
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		if f.StreamDep == f.StreamID {
-			c.mu.Lock()
 			c.streamErrorLocked(f.StreamID, http2.ErrCodeProtocol)
-			c.mu.Unlock()
 		}
-		return nil
+		return c.glitchLocked(GlitchFrame)
 	case *http2.RSTStreamFrame:
 		return c.rstStream(f)
 	case *http2.SettingsFrame:
@@ -385,8 +392,26 @@ func (c *conn) settings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
+	if err := c.ackLocked(); err != nil {
+		return err
+	}
 	c.w.fr.WriteSettingsAck()
 	return c.w.checkQueued()
+}
+
+// ackLocked notes the acknowledgement of a PING or SETTINGS that the
+// caller queues next: a glitch if the acknowledgement of an earlier one is
+// still waiting to be written (a flood: an honest client waits for its
+// acknowledgement). Acknowledgements that pile up past MaxQueued end the
+// connection too (checkQueued).
+func (c *conn) ackLocked() error {
+	if c.w.ackQueued {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
+			return err
+		}
+	}
+	c.w.ackQueued = true
+	return nil
 }
 
 // applySetting applies one of the client's settings; mu is held.
@@ -422,6 +447,9 @@ func (c *conn) ping(f *http2.PingFrame) error {
 		}
 		return nil
 	}
+	if err := c.ackLocked(); err != nil {
+		return err
+	}
 	c.w.fr.WritePing(true, f.Data)
 	return c.w.checkQueued()
 }
@@ -442,7 +470,7 @@ func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 		if f.StreamID > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
 		}
-		return nil // closed: a frame in flight as it closed
+		return c.glitchLocked(GlitchFrame) // closed: in flight as it closed, or a flood
 	}
 	s.sendWindow += int64(f.Increment)
 	if s.sendWindow > maxWindow {
@@ -461,10 +489,13 @@ func (c *conn) rstStream(f *http2.RSTStreamFrame) error {
 		if f.StreamID > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
 		}
-		return nil
+		if c.resetByUs(f.StreamID) {
+			return nil // crossed queue's own RST_STREAM
+		}
+		return c.glitchLocked(GlitchFrame) // closed
 	}
 	if !s.sendDone {
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 	}
@@ -472,14 +503,27 @@ func (c *conn) rstStream(f *http2.RSTStreamFrame) error {
 	return nil
 }
 
-// glitchLocked counts something that served nothing (MaxGlitches).
-func (c *conn) glitchLocked() error {
-	c.glitches++
+// glitchLocked counts a glitch of weight w (MaxGlitches), and returns the
+// connection error that ends the connection past the budget. The server's
+// count (Server.Glitches) is one atomic add, for glitches only.
+func (c *conn) glitchLocked(w int) error {
+	c.s.glitches.Add(1)
+	c.glitches += w
 	if c.glitches > MaxGlitches {
-		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		return errGlitches
 	}
 	return nil
 }
+
+// glitch is glitchLocked for the read loop, which does not hold mu.
+func (c *conn) glitch(w int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.glitchLocked(w)
+}
+
+// errGlitches ends a connection past MaxGlitches.
+var errGlitches = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 
 func (c *conn) data(f *http2.DataFrame) error {
 	n := int64(f.Length) // padding included: it counts against the windows
@@ -499,12 +543,12 @@ func (c *conn) data(f *http2.DataFrame) error {
 			// In flight when queue reset the stream: ignored (RFC 9113
 			// section 5.1).
 			if len(f.Data()) == 0 && !f.StreamEnded() {
-				return c.glitchLocked()
+				return c.glitchLocked(GlitchFrame)
 			}
 			return nil
 		}
 		// After the client's END_STREAM or RST_STREAM: STREAM_CLOSED.
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 		c.streamErrorLocked(f.StreamID, http2.ErrCodeStreamClosed)
@@ -522,7 +566,7 @@ func (c *conn) data(f *http2.DataFrame) error {
 		s.recvWindow += pad
 	}
 	if len(data) == 0 && !f.StreamEnded() {
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 	}
@@ -743,6 +787,9 @@ func (c *conn) goAway(code http2.ErrCode) {
 		return
 	}
 	c.goingAway = true
+	if code == http2.ErrCodeEnhanceYourCalm && c.glitches > MaxGlitches {
+		c.s.glitchCloses.Add(1)
+	}
 	c.w.fr.WriteGoAway(c.maxID, code, nil)
 	c.lingerUntil = time.Now().Add(goAwayWait)
 	c.w.closeAfter, c.w.lingering = true, true

@@ -390,10 +390,11 @@ func TestH2Defence(t *testing.T) {
 	})
 
 	// A block small encoded that decodes past MaxHeaderListSize: a 4000
-	// byte field in the dynamic table, referenced again and again.
+	// byte field in the dynamic table, referenced again and again, block
+	// after block. The first such block ends the connection.
 	t.Run("hpack bomb", func(t *testing.T) {
 		t.Parallel()
-		u, _, c := h2dStart(t, nil, nil, h2Opts{})
+		u, q, c := h2dStart(t, nil, nil, h2Opts{})
 		table := uint32(4096)
 		if v, ok := c.settings[http2.SettingHeaderTableSize]; ok {
 			table = v
@@ -418,16 +419,42 @@ func TestH2Defence(t *testing.T) {
 		for range refs {
 			fields = append(fields, bomb)
 		}
-		enc, err := c.headers(3, true, fields...)
-		if err != nil {
-			t.Fatal(err)
+		// Block after block, until the connection ends (at most 20).
+		sent, enc := 0, 0
+		for id := uint32(3); sent < 20; id += 2 {
+			if g, rerr := c.state(); g != nil || rerr != nil {
+				break
+			}
+			n, err := c.headers(id, true, fields...)
+			if err != nil {
+				break
+			}
+			sent, enc = sent+1, n
 		}
-		t.Logf("bomb: %d bytes encoded, %d decoded", enc, refs*int(bomb.Size()))
-		h2dCheck431(t, c, 3)
-		// The server decoded the whole block: its table still matches.
-		h2dGet(t, c, 5, req("/after", bomb)...)
+		t.Logf("bomb: %d bytes encoded, %d decoded; %d blocks sent", enc, refs*int(bomb.Size()), sent)
+		h2dCheckCalm(t, c, fmt.Sprintf("%d bomb blocks", sent), h2Wait, false)
+		if n := c.count(func(s *h2Stream) bool { return s.status == "431" }); n != 0 {
+			t.Errorf("%d bombs answered 431: the first must end the connection", n)
+		}
 		if n := u.count("/bomb"); n != 0 {
 			t.Errorf("upstream saw the bomb %d times", n)
+		}
+		hostileHealthy(t, q, "/after-bomb")
+	})
+
+	// A client's one header list over the limit: its 431, and the
+	// connection goes on (a tenth in a row would end it: h2.GlitchHeadTooLarge).
+	t.Run("oversized head", func(t *testing.T) {
+		t.Parallel()
+		u, _, c := h2dStart(t, nil, nil, h2Opts{})
+		big := hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", h2.MaxHeaderListSize)}
+		if _, err := c.headers(1, true, h2Req("GET", "/big", big)...); err != nil {
+			t.Fatal(err)
+		}
+		h2dCheck431(t, c, 1)
+		h2dGet(t, c, 3, h2Req("GET", "/after")...)
+		if n := u.count("/big"); n != 0 {
+			t.Errorf("upstream saw the oversized request")
 		}
 	})
 
@@ -541,6 +568,41 @@ func TestH2Defence(t *testing.T) {
 		hostileHealthy(t, q, "/after-empty-frames")
 	})
 
+	// WINDOW_UPDATE frames of increment 0 on a stream: each a stream error
+	// (RST_STREAM PROTOCOL_ERROR), and a glitch.
+	t.Run("zero window update flood", func(t *testing.T) {
+		t.Parallel()
+		gate := newH2dGate()
+		u, q, c := h2dStart(t, gate.hold, gate, h2Opts{})
+		if _, err := c.headers(1, true, h2Req("GET", "/slow")...); err != nil {
+			t.Fatal(err)
+		}
+		if !u.await("/slow", 1, 5*time.Second) {
+			t.Fatal("upstream did not see the request within 5 s")
+		}
+		frames := 2 * h2.MaxGlitches
+		sent := 0
+		var werr error
+		for sent < frames && werr == nil {
+			if g, rerr := c.state(); g != nil || rerr != nil {
+				break
+			}
+			werr = c.write(true, func(fr *http2.Framer) error {
+				fr.AllowIllegalWrites = true // an increment of 0
+				for batch := 0; batch < 100 && sent < frames; batch++ {
+					if err := fr.WriteWindowUpdate(1, 0); err != nil {
+						return err
+					}
+					sent++
+				}
+				return nil
+			})
+		}
+		h2dCheckCalm(t, c, fmt.Sprintf("%d WINDOW_UPDATE frames of 0 (write %v)", sent, werr), h2Wait, true)
+		gate.open()
+		hostileHealthy(t, q, "/after-zero-window-updates")
+	})
+
 	// CVE-2019-9516: header fields of zero length.
 	t.Run("zero-length headers", func(t *testing.T) {
 		t.Parallel()
@@ -561,26 +623,41 @@ func TestH2Defence(t *testing.T) {
 				t.Errorf("upstream saw the request with an empty name")
 			}
 		})
-		t.Run("many empty values", func(t *testing.T) {
-			t.Parallel()
-			u, _, c := h2dStart(t, nil, nil, h2Opts{})
-			// Each field counts 32 bytes besides its name and value.
-			n := h2.MaxHeaderListSize/32 + 1
-			fields := h2Req("GET", "/empty-values")
-			for range n {
-				fields = append(fields, hpack.HeaderField{Name: "x-empty"})
-			}
-			enc, err := c.headers(1, true, fields...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d empty values: %d bytes encoded", n, enc)
-			h2dCheck431(t, c, 1)
-			h2dGet(t, c, 3, h2Req("GET", "/after")...)
-			if n := u.count("/empty-values"); n != 0 {
-				t.Errorf("upstream saw the request over the header list size")
-			}
-		})
+		// Each field counts 32 bytes besides its name and value: as
+		// literals, the list is an oversized head (431, the connection
+		// goes on); indexed, one byte each, it is an HPACK bomb (the
+		// connection ends).
+		for _, tt := range []struct {
+			name    string
+			indexed bool
+		}{
+			{"many empty values", false},
+			{"many empty values indexed", true},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				u, _, c := h2dStart(t, nil, nil, h2Opts{})
+				n := h2.MaxHeaderListSize/32 + 1
+				fields := h2Req("GET", "/empty-values")
+				for range n {
+					fields = append(fields, hpack.HeaderField{Name: "x-empty", Sensitive: !tt.indexed})
+				}
+				enc, err := c.headers(1, true, fields...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d empty values: %d bytes encoded", n, enc)
+				if tt.indexed {
+					h2dCheckCalm(t, c, "the indexed empty values", h2Wait, false)
+				} else {
+					h2dCheck431(t, c, 1)
+					h2dGet(t, c, 3, h2Req("GET", "/after")...)
+				}
+				if n := u.count("/empty-values"); n != 0 {
+					t.Errorf("upstream saw the request over the header list size")
+				}
+			})
+		}
 	})
 
 	// CVE-2019-9511: a window of 16 bytes, opened 100 bytes at a time.
