@@ -200,6 +200,35 @@ func h2dCheckCalm(t *testing.T, c *h2Conn, what string, wait time.Duration, prob
 	}
 }
 
+// h2dMetric scrapes queue's metrics port and returns the value of the
+// series name{protocol=proto}, or fails the test.
+func h2dMetric(t *testing.T, q *testQueue, name, proto string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	prefix := name + `{protocol="` + proto + `"`
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics: %q: %v", line, err)
+		}
+		return v
+	}
+	t.Fatalf("metrics: no %s{protocol=%q} in\n%s", name, proto, b)
+	return 0
+}
+
 // h2dSysctlMax returns the last number of a /proc/sys file (the maximum of
 // tcp_wmem, or a single value), or 0.
 func h2dSysctlMax(path string) int {
@@ -439,6 +468,9 @@ func TestH2Defence(t *testing.T) {
 		if n := u.count("/bomb"); n != 0 {
 			t.Errorf("upstream saw the bomb %d times", n)
 		}
+		if n := h2dMetric(t, q, "queue_glitch_closes_total", "h2"); n != 1 {
+			t.Errorf("queue_glitch_closes_total{protocol=\"h2\"} = %v, want 1", n)
+		}
 		hostileHealthy(t, q, "/after-bomb")
 	})
 
@@ -599,6 +631,9 @@ func TestH2Defence(t *testing.T) {
 			})
 		}
 		h2dCheckCalm(t, c, fmt.Sprintf("%d WINDOW_UPDATE frames of 0 (write %v)", sent, werr), h2Wait, true)
+		if n := h2dMetric(t, q, "queue_glitches_total", "h2"); n <= h2.MaxGlitches {
+			t.Errorf("queue_glitches_total{protocol=\"h2\"} = %v, want over %d", n, h2.MaxGlitches)
+		}
 		gate.open()
 		hostileHealthy(t, q, "/after-zero-window-updates")
 	})
