@@ -174,6 +174,7 @@ func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
 	case "probe":
 		hash := r.Header.Get(KNetworkHash)
 		if hash == "" {
+			refuse(w)
 			write(w, http.StatusBadRequest, "missing "+KNetworkHash)
 			return
 		}
@@ -181,6 +182,7 @@ func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
 		write(w, http.StatusOK, hash)
 		return
 	default:
+		refuse(w)
 		write(w, http.StatusBadRequest, "unknown "+KNetworkProbe+" value")
 		return
 	}
@@ -226,6 +228,16 @@ var (
 	noStore   = []string{"no-store"}
 	textPlain = []string{"text/plain; charset=utf-8"}
 )
+
+// refuse tells the engine that wrote w that queue refuses the request
+// itself (the engines' h1.Refuser, declared here as the package imports
+// only the standard library): a glitch of the connection's. Drain's layer
+// is the request path's first, so w is the engine's own writer.
+func refuse(w http.ResponseWriter) {
+	if rf, ok := w.(interface{ Refuse() }); ok {
+		rf.Refuse()
+	}
+}
 
 func write(w http.ResponseWriter, code int, body string) {
 	w.Header()["Content-Type"] = textPlain

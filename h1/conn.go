@@ -47,6 +47,7 @@ type conn struct {
 	rdl  time.Time // the read deadline in force
 
 	headDeadline bool // the header timeout bounds the head being read
+	glitches     int  // requests refused by queue itself, less those served since (MaxGlitches)
 
 	head *[]byte // the current request's head; its strings point here
 	req  *http.Request
@@ -673,6 +674,9 @@ func (c *conn) run() bool {
 	if !c.body.consume() {
 		keep = false // the rest of the body is not worth reading
 	}
+	if !c.res.refused && c.glitches > 0 {
+		c.glitches-- // a request served takes one glitch back
+	}
 	return keep && c.ctx.Err() == nil && !c.s.shutdown.Load()
 }
 
@@ -693,8 +697,12 @@ func (c *conn) runHandler() (aborted bool) {
 }
 
 // writeError answers a request the engine refuses itself, and the
-// connection closes after it.
+// connection closes after it. A 4xx is a glitch (Server.Glitches): one
+// that ends its connection by itself.
 func (c *conn) writeError(code int) {
+	if code >= 400 && code < 500 {
+		c.s.glitches.Add(1)
+	}
 	text := http.StatusText(code)
 	b := getBuf(256)
 	defer putBuf(b)

@@ -33,6 +33,11 @@
 // Server.Close shuts a connection's socket down rather than wait for a
 // session to end.
 //
+// A connection counts the requests that queue refuses itself with a 4xx (a
+// handler's Refuse, the engine's own answer to a malformed head): past
+// MaxGlitches the response carries "Connection: close" (Server.Glitches
+// has the counts).
+//
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher per server, a timer armed only while requests
 // are in flight (Busy), which every 100 ms peeks at the connections whose

@@ -13,6 +13,16 @@ import (
 // h2) shares with it, so that both read a target, check a field name's
 // characters, format a Date and carry the client's address the same way.
 
+// Refuser is implemented by the response writers of queue's engines, this
+// package's and package h2's. A handler that answers a request with a 4xx
+// of queue's own making, which the upstream never sees, calls Refuse
+// before it writes the response: the connection counts the request against
+// its glitch budget (MaxGlitches here, h2.MaxGlitches on HTTP/2), so that a
+// client whose requests queue refuses again and again loses its
+// connection. A handler finds it through the wrappers of the layers in
+// front of it (Unwrap).
+type Refuser interface{ Refuse() }
+
 // WithPeer returns ctx carrying ap as the client address that Peer reports
 // for requests whose context derives from it.
 func WithPeer(ctx context.Context, ap netip.AddrPort) context.Context {

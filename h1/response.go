@@ -40,6 +40,7 @@ type response struct {
 	written     int64 // body bytes written by the handler
 	noBody      bool  // the status allows no body (1xx, 204, 304)
 	closeAfter  bool  // the connection closes after this response
+	refused     bool  // the handler refused the request itself (Refuse)
 	trailers    []string
 	err         error // sticky write error
 
@@ -68,6 +69,7 @@ func (w *response) reset(r *http.Request, h *Head) {
 	w.ka10 = h.KeepAlive10
 	w.status, w.wroteHeader, w.headSent, w.chunked = 0, false, false, false
 	w.cl, w.written, w.noBody, w.closeAfter, w.err = -1, 0, false, h.Close, nil
+	w.refused = false
 	w.trailers = w.trailers[:0]
 	w.lines, w.linesCL, w.linesDate = nil, -1, false
 }
@@ -95,6 +97,25 @@ func (w *response) KeepBuffer(n int) []byte {
 // wins over contentLength.
 func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
 	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
+}
+
+// Refuse notes that the handler answers the request with a 4xx of queue's
+// own making, which the upstream never sees (Refuser): a glitch. Past the
+// connection's budget (MaxGlitches) the response carries "Connection:
+// close" and the connection closes after it. It is called before the
+// response is written.
+func (w *response) Refuse() {
+	if w.refused {
+		return
+	}
+	w.refused = true
+	c := w.c
+	c.s.glitches.Add(1)
+	c.glitches++
+	if c.glitches > MaxGlitches && !w.closeAfter {
+		w.closeAfter = true
+		c.s.glitchCloses.Add(1)
+	}
 }
 
 // ConnCache returns bytes the handler may keep across the requests of the

@@ -48,6 +48,9 @@ type Server struct {
 	shutdown atomic.Bool
 	open     atomic.Int64 // connections counted against MaxConns
 
+	glitches     atomic.Uint64 // requests refused by queue itself (Glitches)
+	glitchCloses atomic.Uint64 // connections closed past MaxGlitches
+
 	watcher     *Busy // ticks (watch) while requests are in a handler; made by Serve
 	watcherOnce sync.Once
 	scratch     []*conn       // the watcher's snapshot, reused; guarded by the watcher's lock
@@ -65,6 +68,26 @@ const (
 	// client, not queue, closes first and no request races a close.
 	DefaultIdleTimeout = 120 * time.Second
 )
+
+// MaxGlitches is an HTTP/1.1 connection's budget of glitches: requests
+// that queue answers itself with a 4xx, which the upstream never sees (a
+// handler's Refuse: the proxy's 400 for a CONNECT or absolute-form target
+// or a bad Host, the probe handler's 400 for a bad K-Network-Probe). Each
+// costs one, and a request served otherwise takes one back (down to zero).
+// The response that goes past the budget carries "Connection: close", and
+// the connection closes after it: a client that sends request after
+// request that queue refuses is made to reconnect. (The proxy's 400s close
+// their connection at once anyway; a malformed head does too, and counts
+// as a glitch in Server.Glitches.)
+const MaxGlitches = 8
+
+// Glitches reports the glitches the server's connections have counted
+// since it started (MaxGlitches; a malformed head answered 4xx included),
+// and how many connections it closed for going past their budget. Safe
+// for concurrent use.
+func (s *Server) Glitches() (glitches, closed uint64) {
+	return s.glitches.Load(), s.glitchCloses.Load()
+}
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = http.ErrServerClosed

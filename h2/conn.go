@@ -63,23 +63,24 @@ type conn struct {
 	blk       block
 	first     bool // no frame read yet: the first must be SETTINGS
 
-	mu         sync.Mutex
-	streams    map[uint32]*stream // open or half-closed, as the client sees them
-	free       []*stream
-	running    int    // handlers running, of streams reset by the client too
-	maxID      uint32 // the highest stream the client opened
-	goingAway  bool   // the final GOAWAY is queued; new streams are ignored
-	draining   bool   // the first GOAWAY is queued
-	closed     bool
-	glitches   int
-	resets     [16]uint32 // the streams queue reset last (rstLocked)
-	resetNext  uint32
-	sendWindow int64 // the connection's, for DATA to the client
-	initWindow int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
-	recvWindow int64 // the connection's, for DATA from the client
-	recvCredit int64 // consumed DATA not yet given back by WINDOW_UPDATE
-	space      sync.Cond
+	mu          sync.Mutex
+	streams     map[uint32]*stream // open or half-closed, as the client sees them
+	free        []*stream
+	running     int    // handlers running, of streams reset by the client too
+	maxID       uint32 // the highest stream the client opened
+	goingAway   bool   // the final GOAWAY is queued; new streams are ignored
+	draining    bool   // the first GOAWAY is queued
+	closed      bool
+	lingerUntil time.Time // after a connection error: when close stops lingering (goAway)
+	glitches    int
+	resets      [16]uint32 // the streams queue reset last (rstLocked)
+	resetNext   uint32
+	sendWindow  int64 // the connection's, for DATA to the client
+	initWindow  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame    int   // the client's SETTINGS_MAX_FRAME_SIZE
+	recvWindow  int64 // the connection's, for DATA from the client
+	recvCredit  int64 // consumed DATA not yet given back by WINDOW_UPDATE
+	space       sync.Cond
 
 	w       writer
 	idleAt  int64 // when the last stream ended, Unix nanoseconds
@@ -163,7 +164,7 @@ func (c *conn) serve(opts *ConnOptions) {
 	c.first = true
 	for {
 		if c.rd.canSession() {
-			c.rd.session(c.step, c.idle)
+			c.rd.session(c.step, c.idle, c.refused)
 			return
 		}
 		if c.rd.buffered() == 0 {
@@ -176,20 +177,22 @@ func (c *conn) serve(opts *ConnOptions) {
 }
 
 // step reads one frame and acts on it. It reports whether the connection
-// goes on.
+// goes on. The frame's header is checked before its payload is read
+// (headerError): a header that alone shows a connection error ends the
+// connection at once, not when a payload that may never come has come.
 func (c *conn) step() bool {
-	f, err := c.fr.ReadFrame()
+	fh, err := c.fr.ReadFrameHeader()
 	if err != nil {
 		return c.readError(err)
 	}
-	if c.first {
-		// The client's preface goes on with a SETTINGS frame (RFC 9113
-		// section 3.4).
-		if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-			c.connError(http2.ErrCodeProtocol)
-			return false
-		}
-		c.first = false
+	if code := c.headerError(fh); code != 0 {
+		c.connError(code)
+		return false
+	}
+	c.first = false
+	f, err := c.fr.ReadFrameForHeader(fh)
+	if err != nil {
+		return c.readError(err)
 	}
 	if err := c.frame(f); err != nil {
 		var ce http2.ConnectionError
@@ -201,6 +204,106 @@ func (c *conn) step() bool {
 	return true
 }
 
+// refused reports whether a frame's 9-byte header alone ends the
+// connection (the read session's test, connReader.ready).
+func (c *conn) refused(hdr []byte) bool {
+	fh := http2.FrameHeader{
+		Length:   uint32(hdr[0])<<16 | uint32(hdr[1])<<8 | uint32(hdr[2]),
+		Type:     http2.FrameType(hdr[3]),
+		Flags:    http2.Flags(hdr[4]),
+		StreamID: (uint32(hdr[5])<<24 | uint32(hdr[6])<<16 | uint32(hdr[7])<<8 | uint32(hdr[8])) & (1<<31 - 1),
+	}
+	return c.headerError(fh) != 0
+}
+
+// headerError returns the connection error that a frame's header shows by
+// itself, given what the read loop knows (the first frame, the header
+// block open, the highest stream opened), or 0. Only what RFC 9113 makes a
+// connection error is here; a stream error (a PRIORITY of the wrong
+// length) waits for its frame as any frame does.
+func (c *conn) headerError(fh http2.FrameHeader) http2.ErrCode {
+	n, id, fl := fh.Length, fh.StreamID, fh.Flags
+	switch {
+	case c.first && (fh.Type != http2.FrameSettings || fl.Has(http2.FlagSettingsAck)):
+		return http2.ErrCodeProtocol // the preface goes on with SETTINGS (section 3.4)
+	case n > MaxFrameSize:
+		return http2.ErrCodeFrameSize // section 4.2
+	case c.curID != 0:
+		if fh.Type != http2.FrameContinuation || id != c.curID {
+			return http2.ErrCodeProtocol // section 6.10
+		}
+		return 0
+	}
+	idle := id > c.maxID // section 5.1: only HEADERS and PRIORITY may open one
+	switch fh.Type {
+	case http2.FrameData:
+		switch {
+		case id == 0 || idle:
+			return http2.ErrCodeProtocol // sections 6.1, 5.1
+		case fl.Has(http2.FlagDataPadded) && n < 1:
+			return http2.ErrCodeFrameSize // no room for the pad length (section 4.2)
+		}
+	case http2.FrameHeaders:
+		need := uint32(0)
+		if fl.Has(http2.FlagHeadersPadded) {
+			need++
+		}
+		if fl.Has(http2.FlagHeadersPriority) {
+			need += 5
+		}
+		switch {
+		case id == 0 || idle && id%2 == 0:
+			return http2.ErrCodeProtocol // sections 6.2, 5.1.1
+		case n < need:
+			return http2.ErrCodeFrameSize // a field block's frame (section 4.2)
+		}
+	case http2.FramePriority:
+		if id == 0 {
+			return http2.ErrCodeProtocol // section 6.3
+		}
+	case http2.FrameRSTStream:
+		switch {
+		case id == 0 || idle:
+			return http2.ErrCodeProtocol // sections 6.4, 5.1
+		case n != 4:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameSettings:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.5
+		case fl.Has(http2.FlagSettingsAck) && n != 0, n%6 != 0:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FramePushPromise:
+		return http2.ErrCodeProtocol // a client cannot push (section 8.4)
+	case http2.FramePing:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.7
+		case n != 8:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameGoAway:
+		switch {
+		case id != 0:
+			return http2.ErrCodeProtocol // section 6.8
+		case n < 8:
+			return http2.ErrCodeFrameSize
+		}
+	case http2.FrameWindowUpdate:
+		switch {
+		case n != 4:
+			return http2.ErrCodeFrameSize // section 6.9
+		case id != 0 && idle:
+			return http2.ErrCodeProtocol // section 5.1
+		}
+	case http2.FrameContinuation:
+		return http2.ErrCodeProtocol // no header block is open (section 6.10)
+	}
+	return 0
+}
+
 // readError handles what ReadFrame refused. It reports whether the
 // connection goes on.
 func (c *conn) readError(err error) bool {
@@ -210,7 +313,12 @@ func (c *conn) readError(err error) bool {
 	case errors.As(err, &se):
 		c.mu.Lock()
 		c.streamErrorLocked(se.StreamID, se.Code)
+		gerr := c.glitchLocked(GlitchFrame) // a frame malformed by itself
 		c.mu.Unlock()
+		if gerr != nil {
+			c.connError(http2.ErrCodeEnhanceYourCalm)
+			return false
+		}
 		return true
 	case errors.As(err, &ce):
 		c.connError(http2.ErrCode(ce))
@@ -242,12 +350,14 @@ func (c *conn) frame(f http2.Frame) error {
 	case *http2.HeadersFrame:
 		return c.headers(f)
 	case *http2.PriorityFrame:
+		// Read, checked and ignored (doc.go), and a glitch: RFC 9113
+		// deprecates the scheme, and a flood of them costs a frame each.
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		if f.StreamDep == f.StreamID {
-			c.mu.Lock()
 			c.streamErrorLocked(f.StreamID, http2.ErrCodeProtocol)
-			c.mu.Unlock()
 		}
-		return nil
+		return c.glitchLocked(GlitchFrame)
 	case *http2.RSTStreamFrame:
 		return c.rstStream(f)
 	case *http2.SettingsFrame:
@@ -287,8 +397,26 @@ func (c *conn) settings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
+	if err := c.ackLocked(); err != nil {
+		return err
+	}
 	c.w.fr.WriteSettingsAck()
 	return c.w.checkQueued()
+}
+
+// ackLocked notes the acknowledgement of a PING or SETTINGS that the
+// caller queues next: a glitch if the acknowledgement of an earlier one is
+// still waiting to be written (a flood: an honest client waits for its
+// acknowledgement). Acknowledgements that pile up past MaxQueued end the
+// connection too (checkQueued).
+func (c *conn) ackLocked() error {
+	if c.w.ackQueued {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
+			return err
+		}
+	}
+	c.w.ackQueued = true
+	return nil
 }
 
 // applySetting applies one of the client's settings; mu is held.
@@ -324,6 +452,9 @@ func (c *conn) ping(f *http2.PingFrame) error {
 		}
 		return nil
 	}
+	if err := c.ackLocked(); err != nil {
+		return err
+	}
 	c.w.fr.WritePing(true, f.Data)
 	return c.w.checkQueued()
 }
@@ -344,7 +475,7 @@ func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 		if f.StreamID > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
 		}
-		return nil // closed: a frame in flight as it closed
+		return c.glitchLocked(GlitchFrame) // closed: in flight as it closed, or a flood
 	}
 	s.sendWindow += int64(f.Increment)
 	if s.sendWindow > maxWindow {
@@ -363,10 +494,13 @@ func (c *conn) rstStream(f *http2.RSTStreamFrame) error {
 		if f.StreamID > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
 		}
-		return nil
+		if c.resetByUs(f.StreamID) {
+			return nil // crossed queue's own RST_STREAM
+		}
+		return c.glitchLocked(GlitchFrame) // closed
 	}
 	if !s.sendDone {
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 	}
@@ -374,14 +508,27 @@ func (c *conn) rstStream(f *http2.RSTStreamFrame) error {
 	return nil
 }
 
-// glitchLocked counts something that served nothing (MaxGlitches).
-func (c *conn) glitchLocked() error {
-	c.glitches++
+// glitchLocked counts a glitch of weight w (MaxGlitches), and returns the
+// connection error that ends the connection past the budget. The server's
+// count (Server.Glitches) is one atomic add, for glitches only.
+func (c *conn) glitchLocked(w int) error {
+	c.s.glitches.Add(1)
+	c.glitches += w
 	if c.glitches > MaxGlitches {
-		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		return errGlitches
 	}
 	return nil
 }
+
+// glitch is glitchLocked for the read loop, which does not hold mu.
+func (c *conn) glitch(w int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.glitchLocked(w)
+}
+
+// errGlitches ends a connection past MaxGlitches.
+var errGlitches = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 
 func (c *conn) data(f *http2.DataFrame) error {
 	n := int64(f.Length) // padding included: it counts against the windows
@@ -401,12 +548,12 @@ func (c *conn) data(f *http2.DataFrame) error {
 			// In flight when queue reset the stream: ignored (RFC 9113
 			// section 5.1).
 			if len(f.Data()) == 0 && !f.StreamEnded() {
-				return c.glitchLocked()
+				return c.glitchLocked(GlitchFrame)
 			}
 			return nil
 		}
 		// After the client's END_STREAM or RST_STREAM: STREAM_CLOSED.
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 		c.streamErrorLocked(f.StreamID, http2.ErrCodeStreamClosed)
@@ -424,7 +571,7 @@ func (c *conn) data(f *http2.DataFrame) error {
 		s.recvWindow += pad
 	}
 	if len(data) == 0 && !f.StreamEnded() {
-		if err := c.glitchLocked(); err != nil {
+		if err := c.glitchLocked(GlitchFrame); err != nil {
 			return err
 		}
 	}
@@ -646,9 +793,14 @@ func (c *conn) finalGoAwayLocked() {
 	c.idleCheckLocked()
 }
 
-// goAway ends the connection with a connection error: GOAWAY, written
-// with what is queued before it within goAwayWait, and the connection
-// closes.
+// goAway ends the connection with a connection error, from the read
+// loop: GOAWAY, written with what is queued before it within goAwayWait,
+// then the writing side is shut (FIN), and the read loop, once it returns,
+// lingers until the client closes or the same deadline passes, reading and
+// dropping what the client sends, before it closes the socket (close):
+// RFC 9113 section 5.4.1 has the connection closed after a connection
+// error, and a close under unread bytes would be a reset that may lose the
+// GOAWAY.
 func (c *conn) goAway(code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -656,9 +808,13 @@ func (c *conn) goAway(code http2.ErrCode) {
 		return
 	}
 	c.goingAway = true
+	if code == http2.ErrCodeEnhanceYourCalm && c.glitches > MaxGlitches {
+		c.s.glitchCloses.Add(1)
+	}
 	c.w.fr.WriteGoAway(c.maxID, code, nil)
-	c.w.closeAfter = true
-	c.w.cut(time.Now().Add(goAwayWait))
+	c.lingerUntil = time.Now().Add(goAwayWait)
+	c.w.closeAfter, c.w.lingering = true, true
+	c.w.cut(c.lingerUntil)
 	c.flushLocked(false)
 	for !c.closed { // another goroutine is writing
 		c.space.Wait()
@@ -666,14 +822,19 @@ func (c *conn) goAway(code http2.ErrCode) {
 }
 
 // goAwayWait bounds the writing of a GOAWAY that ends a connection in
-// error, to a client that may not be reading.
+// error, to a client that may not be reading, and the linger after it.
 const goAwayWait = time.Second
 
-// close ends the connection: every stream fails with err.
+// close ends the connection: every stream fails with err. After a
+// connection error it first lingers (goAway).
 func (c *conn) close(err error) {
 	c.mu.Lock()
 	c.endLocked(err)
+	until := c.lingerUntil
 	c.mu.Unlock()
+	if !until.IsZero() {
+		c.rd.linger(c.nc, until)
+	}
 	c.nc.Close()
 }
 

@@ -39,6 +39,21 @@
 // the same moment go out in one write. The client's write deadline
 // (WriteTimeout) is pushed at most once a second.
 //
+// # Connection errors
+//
+// A connection error (RFC 9113 section 5.4.1) is the read loop's to end:
+// it queues GOAWAY with the error's code, has it written within a second
+// (conn.goAway), shuts the writing side, then reads and drops what the
+// client still sends until the client closes or that second is over, and
+// only then closes the socket, so that the GOAWAY is not lost to the reset
+// that a close under unread bytes makes. A frame's 9-byte header is
+// checked before its payload is read (conn.headerError): what the header
+// alone shows to be a connection error (a first frame other than SETTINGS,
+// a frame over MaxFrameSize, a frame on a stream it may not have, a
+// control frame of the wrong length, anything but CONTINUATION inside a
+// header block) ends the connection then, not when a payload that may
+// never come has come.
+//
 // # Buffers and who owns them
 //
 //   - The read buffer (16 KiB and a frame header, pooled) is taken on plain

@@ -20,6 +20,7 @@ type block struct {
 	bad                                   bool // malformed (RFC 9113 section 8.1.1): a stream error
 	size                                  int  // the header list's size (RFC 9113 section 6.5.2)
 	tooLarge                              bool
+	bomb                                  bool // decoded past HPACKBombRatio: the connection ends
 }
 
 // headers starts a header block: a new stream's request, or a stream's
@@ -28,6 +29,7 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 	id := f.StreamID
 	c.blk = block{}
 	c.cur, c.curReject = nil, 0
+	c.dec.SetEmitEnabled(true) // off after the last block if it was a bomb
 	c.mu.Lock()
 	s := c.streams[id]
 	switch {
@@ -56,11 +58,17 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 		case c.goingAway:
 			// Past the final GOAWAY: ignored; the client retries it
 			// elsewhere. Decoded all the same, for HPACK's state.
+		case c.glitches > MaxGlitches:
+			// Past the budget by a handler's Refuse (response.go), which
+			// leaves the end of the connection to the read loop: no
+			// more streams.
+			c.mu.Unlock()
+			return errGlitches
 		case len(c.streams) >= MaxConcurrentStreams || c.running >= MaxConcurrentStreams:
 			// Refused, and a glitch: past the limit the client set, or
 			// while its reset streams' handlers run (rapid reset).
 			c.curReject = http2.ErrCodeRefusedStream
-			if err := c.glitchLocked(); err != nil {
+			if err := c.glitchLocked(GlitchFrame); err != nil {
 				c.mu.Unlock()
 				return err
 			}
@@ -78,9 +86,15 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 	}
 	c.mu.Unlock()
 	c.curID, c.curEnd = id, f.StreamEnded()
-	c.curBytes = 9 + len(f.HeaderBlockFragment())
-	if _, err := c.dec.Write(f.HeaderBlockFragment()); err != nil {
-		return http2.ConnectionError(http2.ErrCodeCompression)
+	frag := f.HeaderBlockFragment()
+	c.curBytes = 9 + len(frag)
+	if err := c.decode(frag); err != nil {
+		return err
+	}
+	if len(frag) == 0 && !f.HeadersEnded() {
+		if err := c.glitch(GlitchFrame); err != nil {
+			return err
+		}
 	}
 	if f.HeadersEnded() {
 		return c.endBlock()
@@ -99,15 +113,12 @@ func (c *conn) continuation(f *http2.ContinuationFrame) error {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
 	if len(frag) == 0 && !f.HeadersEnded() {
-		c.mu.Lock()
-		err := c.glitchLocked()
-		c.mu.Unlock()
-		if err != nil {
+		if err := c.glitch(GlitchFrame); err != nil {
 			return err
 		}
 	}
-	if _, err := c.dec.Write(frag); err != nil {
-		return http2.ConnectionError(http2.ErrCodeCompression)
+	if err := c.decode(frag); err != nil {
+		return err
 	}
 	if f.HeadersEnded() {
 		c.nc.SetReadDeadline(time.Time{})
@@ -116,7 +127,21 @@ func (c *conn) continuation(f *http2.ContinuationFrame) error {
 	return nil
 }
 
-// endBlock acts on a whole header block.
+// decode feeds a fragment of the header block to the HPACK decoder. A
+// fragment that made the block an HPACK bomb ends the connection.
+func (c *conn) decode(frag []byte) error {
+	if _, err := c.dec.Write(frag); err != nil {
+		return http2.ConnectionError(http2.ErrCodeCompression)
+	}
+	if c.blk.bomb {
+		return c.glitch(GlitchBomb)
+	}
+	return nil
+}
+
+// endBlock acts on a whole header block. A list over MaxHeaderListSize is
+// a glitch of its own weight, whatever its stream; a request queue refuses
+// (reset as malformed, or answered 400) is one too.
 func (c *conn) endBlock() error {
 	if err := c.dec.Close(); err != nil {
 		return http2.ConnectionError(http2.ErrCodeCompression)
@@ -125,6 +150,11 @@ func (c *conn) endBlock() error {
 	c.curID, c.cur = 0, nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b.tooLarge {
+		if err := c.glitchLocked(GlitchHeadTooLarge); err != nil {
+			return err
+		}
+	}
 	if s == nil {
 		if c.curReject != 0 {
 			c.streamErrorLocked(id, c.curReject)
@@ -137,7 +167,7 @@ func (c *conn) endBlock() error {
 	if b.trailers {
 		if b.bad || b.tooLarge || (s.declared >= 0 && s.received != s.declared) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
-			return nil
+			return c.glitchLocked(GlitchRefused)
 		}
 		c.endRecvLocked(s)
 		s.space.Broadcast()
@@ -150,20 +180,20 @@ func (c *conn) endBlock() error {
 	if b.bad || b.method == "" || (b.method != http.MethodConnect && (b.scheme == "" || b.path == "")) ||
 		(b.method == http.MethodConnect && (b.scheme != "" || b.path != "" || b.authority == "")) {
 		c.resetLocked(s, http2.ErrCodeProtocol)
-		return nil
+		return c.glitchLocked(GlitchRefused)
 	}
 	declared := int64(-1)
 	if b.cl != "" {
 		n, ok := h1.ParseDigits(b.cl)
 		if !ok || (c.curEnd && n != 0) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
-			return nil
+			return c.glitchLocked(GlitchRefused)
 		}
 		declared = n
 	}
 	if !s.setRequest(b, declared, c.curEnd) {
 		c.answerLocked(s, http.StatusBadRequest)
-		return nil
+		return c.glitchLocked(GlitchRefused)
 	}
 	if c.curEnd {
 		c.endRecvLocked(s)
@@ -189,14 +219,24 @@ func (c *conn) answerLocked(s *stream, status int) {
 	}
 }
 
-// onField takes one decoded field of the block being read.
+// onField takes one decoded field of the block being read. Past
+// MaxHeaderListSize it only counts the list's size, to tell an oversized
+// head from an HPACK bomb: once the list is HPACKBombRatio times what the
+// block has brought so far (this frame whole included), the decoder calls
+// it no more for the block, and the connection ends after the frame
+// (decode).
 func (c *conn) onField(f hpack.HeaderField) {
 	b := &c.blk
 	b.size += len(f.Name) + len(f.Value) + 32
 	if b.size > MaxHeaderListSize {
 		b.tooLarge = true
+		if b.size > HPACKBombRatio*c.curBytes {
+			b.bomb = true
+			c.dec.SetEmitEnabled(false)
+		}
+		return
 	}
-	if b.tooLarge || b.bad || c.cur == nil {
+	if b.bad || c.cur == nil {
 		return
 	}
 	name, value := f.Name, f.Value

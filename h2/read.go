@@ -124,10 +124,12 @@ func (r *connReader) canSession() bool {
 // session reads the rest of the connection inside one readiness callback
 // of the runtime, as package h1's read sessions do: step is called for
 // each frame that is whole in the buffer (the Framer then never waits
-// mid-frame), and when the buffer holds no whole frame the callback reads
-// more, or, when its last read found less than there was room for (the
-// socket is most likely empty), waits for readability without a read that
-// would find nothing. Between two waits the runtime keeps the socket's
+// mid-frame), and for a frame whose 9-byte header alone ends the
+// connection (refused reports it), without waiting for a payload that may
+// never come. When the buffer holds neither, the callback reads more, or,
+// when its last read found less than there was room for (the socket is
+// most likely empty), waits for readability without a read that would
+// find nothing. Between two waits the runtime keeps the socket's
 // readiness, which a new RawConn.Read would forget. idle is called before
 // every wait; it reports whether the connection carries no stream, and is
 // told whether the wait follows a short read. It returns when step reports
@@ -141,11 +143,11 @@ func (r *connReader) canSession() bool {
 // instead of waiting. With streams, their writes will meet the end; and a
 // stream that ends without a write leaves it to the idle check
 // (conn.unsure).
-func (r *connReader) session(step func() bool, idle func(short bool) bool) {
+func (r *connReader) session(step func() bool, idle func(short bool) bool, refused func(hdr []byte) bool) {
 	short := false
 	r.raw.Read(func(fd uintptr) bool {
 		for {
-			for r.whole() {
+			for r.ready(refused) {
 				if !step() {
 					return true
 				}
@@ -198,16 +200,17 @@ func (r *connReader) peerGone() bool {
 	return h1.PeerGone(r.raw, &b)
 }
 
-// whole reports whether the buffer holds a whole frame, or a frame header
-// the Framer will refuse (a frame over MaxFrameSize) without its payload.
-func (r *connReader) whole() bool {
+// ready reports whether the buffer holds a whole frame, or a frame header
+// that refused says ends the connection (a frame over MaxFrameSize among
+// them), whose payload is not waited for.
+func (r *connReader) ready(refused func(hdr []byte) bool) bool {
 	n := r.w - r.r
 	if n < 9 {
 		return false
 	}
 	b := (*r.buf)[r.r:]
 	size := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
-	return size > MaxFrameSize || n >= 9+size
+	return n >= 9+size || refused(b[:9])
 }
 
 // shutdown ends the connection from any goroutine, the mutex held or not.
@@ -234,6 +237,49 @@ func (r *connReader) shutdown(nc net.Conn) {
 
 // aLongTimeAgo is a deadline that fails a wait at once.
 var aLongTimeAgo = time.Unix(1, 0)
+
+// closeWrite ends the writing side of the connection, after a GOAWAY that
+// closes it in error: the TCP FIN, under TLS after its close_notify. The
+// reading side stays open for the read loop to linger on (linger). On plain
+// TCP the socket is shut down as in shutdown; a connection that is neither
+// TCP nor TLS (a test's pipe) is shut down whole.
+func (r *connReader) closeWrite(nc net.Conn) {
+	if r.raw != nil {
+		r.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_WR) })
+		return
+	}
+	tc, _ := underlying(nc)
+	if tc == nil {
+		r.shutdown(nc)
+		return
+	}
+	tc.CloseWrite()
+	if _, tcp := underlying(tc.NetConn()); tcp != nil {
+		tcp.CloseWrite()
+	}
+}
+
+// linger reads and drops what the client still sends, until it closes its
+// side or until: after a GOAWAY that ends the connection in error, the
+// socket is closed only then, so that the client reads the GOAWAY rather
+// than a reset (a close with unread bytes resets the connection, and the
+// client's kernel may drop what it had not delivered yet). Under TLS the
+// bytes are read from the TCP socket beneath, not decrypted.
+func (r *connReader) linger(nc net.Conn, until time.Time) {
+	if tc, _ := underlying(nc); tc != nil {
+		nc = tc.NetConn()
+	}
+	nc.SetReadDeadline(until)
+	if r.buf == nil {
+		r.buf = readers.Get().(*[]byte)
+	}
+	for {
+		if _, err := nc.Read(*r.buf); err != nil {
+			break
+		}
+	}
+	r.r, r.w = 0, 0
+}
 
 // buffered reports the bytes read from the socket and not yet taken.
 func (r *connReader) buffered() int { return r.w - r.r }

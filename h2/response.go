@@ -80,6 +80,22 @@ func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
 	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
 }
 
+// Refuse notes that the handler answers the request with a 4xx of queue's
+// own making, which the upstream never sees (h1.Refuser): a glitch of
+// weight GlitchRefused (MaxGlitches), and the stream takes none back when
+// it ends. It is called before the response is written. Past the budget the
+// connection's next stream ends it with GOAWAY ENHANCE_YOUR_CALM: the read
+// loop's to do, not a handler's.
+func (w *response) Refuse() {
+	c := w.s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !w.s.refused {
+		w.s.refused = true
+		c.glitchLocked(GlitchRefused)
+	}
+}
+
 // ConnCache returns bytes kept across the streams this stream object
 // serves, all of one connection (package proxy keeps its forwarding
 // fields there).

@@ -37,7 +37,18 @@ type Server struct {
 	shutdown atomic.Bool
 	drained  chan struct{} // closed when conns empties after Shutdown began
 
+	glitches     atomic.Uint64 // counted by every connection (Glitches)
+	glitchCloses atomic.Uint64 // connections closed past MaxGlitches
+
 	workers workers
+}
+
+// Glitches reports the glitches (MaxGlitches) that the server's
+// connections have counted since it started, each once whatever its
+// weight, and how many connections it closed for going past their budget.
+// Safe for concurrent use.
+func (s *Server) Glitches() (glitches, closed uint64) {
+	return s.glitches.Load(), s.glitchCloses.Load()
 }
 
 // Conn options for ServeConn.

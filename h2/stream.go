@@ -44,6 +44,7 @@ type stream struct {
 	recvDone   bool // END_STREAM came, or the stream closed
 	sendDone   bool // END_STREAM went, or the stream closed
 	bodyGone   bool // the handler is done with the body: DATA is dropped
+	refused    bool // the handler refused the request itself (response.Refuse)
 	err        error
 	sendWindow int64
 	recvWindow int64
@@ -75,7 +76,7 @@ func (c *conn) newStreamLocked(id uint32) *stream {
 	}
 	s.id = id
 	s.inTable, s.refs = true, 1
-	s.recvDone, s.sendDone, s.bodyGone, s.err = false, false, false, nil
+	s.recvDone, s.sendDone, s.bodyGone, s.refused, s.err = false, false, false, false, nil
 	s.sendWindow, s.recvWindow = c.initWindow, InitialWindow
 	s.declared, s.received, s.consumed = -1, 0, 0
 	s.trailer = nil
@@ -187,7 +188,7 @@ func (s *stream) serve() {
 		c.rstLocked(s.id, http2.ErrCodeNo)
 		c.closeStreamLocked(s, errReset)
 	}
-	if s.sendDone && s.err == nil && c.glitches > 0 {
+	if s.sendDone && s.err == nil && !s.refused && c.glitches > 0 {
 		c.glitches-- // a stream served to its end takes one glitch back
 	}
 	c.running--

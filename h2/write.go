@@ -22,6 +22,8 @@ type writer struct {
 	q, spare   []byte
 	writing    bool
 	closeAfter bool         // close the connection once the queue is written
+	lingering  bool         // with closeAfter: shut the writing side only, the read loop lingers (conn.goAway)
+	ackQueued  bool         // a PING or SETTINGS acknowledgement waits in q (conn.ackLocked)
 	wdl        int64        // when the writer last pushed the write deadline, Unix nanoseconds; the writer's own
 	cutAt      atomic.Int64 // the deadline cut set, Unix nanoseconds, or 0: the writer pushes it no more
 	hbuf       []byte
@@ -149,6 +151,7 @@ func (w *writer) loopLocked() {
 	for len(w.q) > 0 && w.err == nil {
 		b := w.q
 		w.q = w.spare[:0]
+		w.ackQueued = false
 		c.mu.Unlock()
 		now := time.Now().UnixNano()
 		if now-w.wdl > int64(time.Second) && w.cutAt.Load() == 0 {
@@ -179,6 +182,10 @@ func (w *writer) loopLocked() {
 	w.writing = false
 	if w.err != nil || w.closeAfter {
 		c.endLocked(errClosed)
-		c.rd.shutdown(c.nc)
+		if w.lingering && w.err == nil {
+			c.rd.closeWrite(c.nc)
+		} else {
+			c.rd.shutdown(c.nc) // the GOAWAY did not go out: nothing to linger for
+		}
 	}
 }

@@ -123,6 +123,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Glitches are the glitch counts of the serving ports since the server
+// started: protocol abuse that queue counts against each connection's
+// budget (h1.MaxGlitches, h2.MaxGlitches).
+type Glitches struct {
+	// HTTP1 and HTTP2 count the glitches, each once whatever its weight.
+	HTTP1, HTTP2 uint64
+	// HTTP1Closed and HTTP2Closed count the connections closed for going
+	// past their budget.
+	HTTP1Closed, HTTP2Closed uint64
+}
+
+// Glitches reports the serving ports' glitch counts. Safe for concurrent
+// use; each count is an atomic load.
+func (s *Server) Glitches() Glitches {
+	var g Glitches
+	g.HTTP1, g.HTTP1Closed = s.h1.Glitches()
+	g.HTTP2, g.HTTP2Closed = s.h2.Glitches()
+	return g
+}
+
 // Close closes every listener and connection at once.
 func (s *Server) Close() error {
 	s.h1.Close()

@@ -579,15 +579,23 @@ type keeper interface {
 	ConnCache() *[]byte
 }
 
-// keeperOf finds w's keeper through the layers' wrappers (Unwrap), or nil.
+// keeperOf finds w's keeper through the layers' wrappers, or nil.
 func keeperOf(w http.ResponseWriter) keeper {
+	k, _ := writerAs[keeper](w)
+	return k
+}
+
+// writerAs finds the first of w and the writers its layers' wrappers wrap
+// (Unwrap) that is a T.
+func writerAs[T any](w http.ResponseWriter) (T, bool) {
 	for {
-		if k, ok := w.(keeper); ok {
-			return k
+		if t, ok := w.(T); ok {
+			return t, true
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return nil
+			var zero T
+			return zero, false
 		}
 		w = u.Unwrap()
 	}

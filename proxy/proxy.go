@@ -218,7 +218,8 @@ func peerAddr(remote string) netip.Addr {
 // away gets nothing: the connection is cut (HTTP/1.1) or the stream reset
 // (HTTP/2) by panicking with http.ErrAbortHandler, which the server
 // recovers. A 4xx, or a body the client may still be sending, closes an
-// HTTP/1.1 connection after the response.
+// HTTP/1.1 connection after the response; a 4xx is also a glitch of the
+// connection's (h1.Refuser), which on HTTP/2 counts against its budget.
 func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := StatusFor(err)
 	switch {
@@ -239,6 +240,11 @@ func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 		if p.failing.CompareAndSwap(false, true) {
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream failing",
 				slog.String("upstream", p.addr), slog.Int("status", code), slog.Any("err", err))
+		}
+	}
+	if code >= 400 && code < 500 {
+		if rf, ok := writerAs[h1.Refuser](w); ok {
+			rf.Refuse()
 		}
 	}
 	writeError(w, code)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -198,6 +200,35 @@ func h2dCheckCalm(t *testing.T, c *h2Conn, what string, wait time.Duration, prob
 	}
 }
 
+// h2dMetric scrapes queue's metrics port and returns the value of the
+// series name{protocol=proto}, or fails the test.
+func h2dMetric(t *testing.T, q *testQueue, name, proto string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	prefix := name + `{protocol="` + proto + `"`
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics: %q: %v", line, err)
+		}
+		return v
+	}
+	t.Fatalf("metrics: no %s{protocol=%q} in\n%s", name, proto, b)
+	return 0
+}
+
 // h2dSysctlMax returns the last number of a /proc/sys file (the maximum of
 // tcp_wmem, or a single value), or 0.
 func h2dSysctlMax(path string) int {
@@ -388,10 +419,11 @@ func TestH2Defence(t *testing.T) {
 	})
 
 	// A block small encoded that decodes past MaxHeaderListSize: a 4000
-	// byte field in the dynamic table, referenced again and again.
+	// byte field in the dynamic table, referenced again and again, block
+	// after block. The first such block ends the connection.
 	t.Run("hpack bomb", func(t *testing.T) {
 		t.Parallel()
-		u, _, c := h2dStart(t, nil, nil, h2Opts{})
+		u, q, c := h2dStart(t, nil, nil, h2Opts{})
 		table := uint32(4096)
 		if v, ok := c.settings[http2.SettingHeaderTableSize]; ok {
 			table = v
@@ -416,16 +448,45 @@ func TestH2Defence(t *testing.T) {
 		for range refs {
 			fields = append(fields, bomb)
 		}
-		enc, err := c.headers(3, true, fields...)
-		if err != nil {
-			t.Fatal(err)
+		// Block after block, until the connection ends (at most 20).
+		sent, enc := 0, 0
+		for id := uint32(3); sent < 20; id += 2 {
+			if g, rerr := c.state(); g != nil || rerr != nil {
+				break
+			}
+			n, err := c.headers(id, true, fields...)
+			if err != nil {
+				break
+			}
+			sent, enc = sent+1, n
 		}
-		t.Logf("bomb: %d bytes encoded, %d decoded", enc, refs*int(bomb.Size()))
-		h2dCheck431(t, c, 3)
-		// The server decoded the whole block: its table still matches.
-		h2dGet(t, c, 5, req("/after", bomb)...)
+		t.Logf("bomb: %d bytes encoded, %d decoded; %d blocks sent", enc, refs*int(bomb.Size()), sent)
+		h2dCheckCalm(t, c, fmt.Sprintf("%d bomb blocks", sent), h2Wait, false)
+		if n := c.count(func(s *h2Stream) bool { return s.status == "431" }); n != 0 {
+			t.Errorf("%d bombs answered 431: the first must end the connection", n)
+		}
 		if n := u.count("/bomb"); n != 0 {
 			t.Errorf("upstream saw the bomb %d times", n)
+		}
+		if n := h2dMetric(t, q, "queue_glitch_closes_total", "h2"); n != 1 {
+			t.Errorf("queue_glitch_closes_total{protocol=\"h2\"} = %v, want 1", n)
+		}
+		hostileHealthy(t, q, "/after-bomb")
+	})
+
+	// A client's one header list over the limit: its 431, and the
+	// connection goes on (a tenth in a row would end it: h2.GlitchHeadTooLarge).
+	t.Run("oversized head", func(t *testing.T) {
+		t.Parallel()
+		u, _, c := h2dStart(t, nil, nil, h2Opts{})
+		big := hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", h2.MaxHeaderListSize)}
+		if _, err := c.headers(1, true, h2Req("GET", "/big", big)...); err != nil {
+			t.Fatal(err)
+		}
+		h2dCheck431(t, c, 1)
+		h2dGet(t, c, 3, h2Req("GET", "/after")...)
+		if n := u.count("/big"); n != 0 {
+			t.Errorf("upstream saw the oversized request")
 		}
 	})
 
@@ -539,6 +600,44 @@ func TestH2Defence(t *testing.T) {
 		hostileHealthy(t, q, "/after-empty-frames")
 	})
 
+	// WINDOW_UPDATE frames of increment 0 on a stream: each a stream error
+	// (RST_STREAM PROTOCOL_ERROR), and a glitch.
+	t.Run("zero window update flood", func(t *testing.T) {
+		t.Parallel()
+		gate := newH2dGate()
+		u, q, c := h2dStart(t, gate.hold, gate, h2Opts{})
+		if _, err := c.headers(1, true, h2Req("GET", "/slow")...); err != nil {
+			t.Fatal(err)
+		}
+		if !u.await("/slow", 1, 5*time.Second) {
+			t.Fatal("upstream did not see the request within 5 s")
+		}
+		frames := 2 * h2.MaxGlitches
+		sent := 0
+		var werr error
+		for sent < frames && werr == nil {
+			if g, rerr := c.state(); g != nil || rerr != nil {
+				break
+			}
+			werr = c.write(true, func(fr *http2.Framer) error {
+				fr.AllowIllegalWrites = true // an increment of 0
+				for batch := 0; batch < 100 && sent < frames; batch++ {
+					if err := fr.WriteWindowUpdate(1, 0); err != nil {
+						return err
+					}
+					sent++
+				}
+				return nil
+			})
+		}
+		h2dCheckCalm(t, c, fmt.Sprintf("%d WINDOW_UPDATE frames of 0 (write %v)", sent, werr), h2Wait, true)
+		if n := h2dMetric(t, q, "queue_glitches_total", "h2"); n <= h2.MaxGlitches {
+			t.Errorf("queue_glitches_total{protocol=\"h2\"} = %v, want over %d", n, h2.MaxGlitches)
+		}
+		gate.open()
+		hostileHealthy(t, q, "/after-zero-window-updates")
+	})
+
 	// CVE-2019-9516: header fields of zero length.
 	t.Run("zero-length headers", func(t *testing.T) {
 		t.Parallel()
@@ -559,26 +658,41 @@ func TestH2Defence(t *testing.T) {
 				t.Errorf("upstream saw the request with an empty name")
 			}
 		})
-		t.Run("many empty values", func(t *testing.T) {
-			t.Parallel()
-			u, _, c := h2dStart(t, nil, nil, h2Opts{})
-			// Each field counts 32 bytes besides its name and value.
-			n := h2.MaxHeaderListSize/32 + 1
-			fields := h2Req("GET", "/empty-values")
-			for range n {
-				fields = append(fields, hpack.HeaderField{Name: "x-empty"})
-			}
-			enc, err := c.headers(1, true, fields...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d empty values: %d bytes encoded", n, enc)
-			h2dCheck431(t, c, 1)
-			h2dGet(t, c, 3, h2Req("GET", "/after")...)
-			if n := u.count("/empty-values"); n != 0 {
-				t.Errorf("upstream saw the request over the header list size")
-			}
-		})
+		// Each field counts 32 bytes besides its name and value: as
+		// literals, the list is an oversized head (431, the connection
+		// goes on); indexed, one byte each, it is an HPACK bomb (the
+		// connection ends).
+		for _, tt := range []struct {
+			name    string
+			indexed bool
+		}{
+			{"many empty values", false},
+			{"many empty values indexed", true},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				u, _, c := h2dStart(t, nil, nil, h2Opts{})
+				n := h2.MaxHeaderListSize/32 + 1
+				fields := h2Req("GET", "/empty-values")
+				for range n {
+					fields = append(fields, hpack.HeaderField{Name: "x-empty", Sensitive: !tt.indexed})
+				}
+				enc, err := c.headers(1, true, fields...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d empty values: %d bytes encoded", n, enc)
+				if tt.indexed {
+					h2dCheckCalm(t, c, "the indexed empty values", h2Wait, false)
+				} else {
+					h2dCheck431(t, c, 1)
+					h2dGet(t, c, 3, h2Req("GET", "/after")...)
+				}
+				if n := u.count("/empty-values"); n != 0 {
+					t.Errorf("upstream saw the request over the header list size")
+				}
+			})
+		}
 	})
 
 	// CVE-2019-9511: a window of 16 bytes, opened 100 bytes at a time.
@@ -708,4 +822,142 @@ func TestH2Defence(t *testing.T) {
 			t.Errorf("%d of %d held streams completed with 200 (GOAWAY %+v, read %v)", ok, n, g, rerr)
 		}
 	})
+}
+
+// h2dLinger bounds how long queue keeps a connection after the GOAWAY of a
+// connection error: its linger (a second), with slack for the race
+// detector.
+const h2dLinger = 2 * time.Second
+
+// h2dJunk writes junk to nc from its own goroutine, 4 KiB every 5 ms, for
+// at most 3 s, and sends when a write failed (queue closed the
+// connection), or the zero time if none did.
+func h2dJunk(nc net.Conn) <-chan time.Time {
+	failed := make(chan time.Time, 1)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 4<<10)
+		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
+		defer tick.Stop()
+		for range 600 {
+			if _, err := nc.Write(junk); err != nil {
+				failed <- time.Now()
+				return
+			}
+			<-tick.C
+		}
+		failed <- time.Time{}
+	}()
+	return failed
+}
+
+// TestH2ConnErrorCloses: on the plain and the TLS serving ports, a
+// connection error gets GOAWAY with its code, the client then reads the
+// end of the connection (not a reset), and queue closes the socket within
+// its linger while the client goes on writing junk. One case for each way
+// queue finds a connection error: a frame header alone (a first frame that
+// is not SETTINGS, whose payload never comes; a frame over the frame size,
+// header only), a frame's payload (a header block HPACK cannot decode),
+// and the glitch budget (empty DATA frames).
+func TestH2ConnErrorCloses(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	q := startTLSQueue(t, hostPort(up))
+	settings := []byte{0, 0, 0, byte(http2.FrameSettings), 0, 0, 0, 0, 0}
+	frame := func(typ http2.FrameType, flags http2.Flags, id uint32, payload []byte) []byte {
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		fr.AllowIllegalWrites = true
+		fr.WriteRawFrame(typ, flags, id, payload)
+		return b.Bytes()
+	}
+	cases := []struct {
+		name string
+		code http2.ErrCode
+		send func() []byte
+	}{
+		{"first frame not SETTINGS", http2.ErrCodeProtocol, func() []byte {
+			// A DATA frame's header and 10 of its 100 bytes: the rest
+			// never comes.
+			return append([]byte{0, 0, 100, byte(http2.FrameData), 0, 0, 0, 0, 1}, make([]byte, 10)...)
+		}},
+		{"frame over the frame size", http2.ErrCodeFrameSize, func() []byte {
+			n := h2.MaxFrameSize + 1
+			return append(settings, byte(n>>16), byte(n>>8), byte(n), byte(http2.FramePing), 0, 0, 0, 0, 0)
+		}},
+		{"HPACK decoding error", http2.ErrCodeCompression, func() []byte {
+			// An indexed field of index 0 (RFC 7541 section 6.1).
+			return append(settings, frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 1, []byte{0x80})...)
+		}},
+		{"glitch budget", http2.ErrCodeEnhanceYourCalm, func() []byte {
+			var enc bytes.Buffer
+			he := hpack.NewEncoder(&enc)
+			for _, f := range h2Req("POST", "/upload") {
+				he.WriteField(f)
+			}
+			b := append(settings, frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 1, enc.Bytes())...)
+			empty := frame(http2.FrameData, 0, 1, nil)
+			for range h2.MaxGlitches + 1 {
+				b = append(b, empty...)
+			}
+			return b
+		}},
+	}
+	for _, port := range []string{"plain", "tls"} {
+		for _, tc := range cases {
+			t.Run(port+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				var nc net.Conn
+				var err error
+				if port == "tls" {
+					nc, err = tls.DialWithDialer(&net.Dialer{Timeout: h2Wait}, "tcp", q.addr.TLS,
+						&tls.Config{RootCAs: q.certPool, ServerName: "localhost", NextProtos: []string{"h2"}})
+				} else {
+					nc, err = net.DialTimeout("tcp", q.addr.Listen, h2Wait)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(h2Wait))
+				if _, err := nc.Write(append([]byte(http2.ClientPreface), tc.send()...)); err != nil {
+					t.Fatal(err)
+				}
+				fr := http2.NewFramer(nil, nc)
+				var ga *http2.GoAwayFrame
+				for ga == nil {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						t.Fatalf("read frame: %v (want GOAWAY %v)", err, tc.code)
+					}
+					ga, _ = f.(*http2.GoAwayFrame)
+				}
+				at := time.Now()
+				if ga.ErrCode != tc.code {
+					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
+				}
+				failed := h2dJunk(nc)
+				for {
+					if _, err := fr.ReadFrame(); err != nil {
+						if !errors.Is(err, io.EOF) {
+							t.Errorf("after the GOAWAY the read ended with %v, want EOF", err)
+						}
+						break
+					}
+				}
+				select {
+				case f := <-failed:
+					if f.IsZero() {
+						t.Errorf("the client's writes never failed: queue did not close the connection")
+					} else if d := f.Sub(at); d > h2dLinger {
+						t.Errorf("the client's writes failed %v after the GOAWAY, want within %v", d, h2dLinger)
+					}
+				case <-time.After(h2Wait):
+					t.Errorf("the junk writer did not end within %v", h2Wait)
+				}
+			})
+		}
+	}
 }

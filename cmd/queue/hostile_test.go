@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/h1"
 	"golang.org/x/net/http2"
 )
 
@@ -891,4 +892,49 @@ func TestFloods(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestH1Glitches: an HTTP/1.1 connection whose requests queue refuses
+// itself with a 4xx that keeps the connection (a K-Network-Probe value the
+// probe handler does not know) is closed past h1.MaxGlitches: the response
+// that goes past it carries "Connection: close". The metric moves.
+func TestH1Glitches(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	q := startQueue(t, hostPort(up))
+	c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for i := range h1.MaxGlitches + 1 {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nK-Network-Probe: bogus\r\n\r\n"); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("response %d: status %d, want 400", i, res.StatusCode)
+		}
+		if want := i == h1.MaxGlitches; res.Close != want {
+			t.Fatalf("response %d: Connection: close %v, want %v", i, res.Close, want)
+		}
+	}
+	if b, err := br.ReadByte(); err == nil {
+		t.Errorf("queue sent %q after Connection: close", b)
+	} else if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("after Connection: close: %v, want the connection closed", err)
+	}
+	if n := h2dMetric(t, q, "queue_glitches_total", "http1"); n != h1.MaxGlitches+1 {
+		t.Errorf("queue_glitches_total{protocol=\"http1\"} = %v, want %d", n, h1.MaxGlitches+1)
+	}
+	if n := h2dMetric(t, q, "queue_glitch_closes_total", "http1"); n != 1 {
+		t.Errorf("queue_glitch_closes_total{protocol=\"http1\"} = %v, want 1", n)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/stats"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -84,10 +85,49 @@ func (a *app) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	if err := a.stats.WritePrometheus(w, a.promLabels, stats.Gauges{Depth: a.depth}); err != nil {
 		return
 	}
+	var g ingress.Glitches
+	if a.ingress != nil {
+		g = a.ingress.Glitches()
+	}
+	if _, err := w.Write(appendGlitchMetrics(make([]byte, 0, 1024), a.promLabels, g)); err != nil {
+		return
+	}
 	if _, err := w.Write(a.knativeMetrics()); err != nil {
 		return
 	}
 	w.Write(appendRuntimeMetrics(make([]byte, 0, 8192)))
+}
+
+// appendGlitchMetrics appends the glitch counters of the serving ports
+// (docs/contract.md section 5), by protocol, with the labels of the
+// queue_* series.
+func appendGlitchMetrics(b []byte, labels string, g ingress.Glitches) []byte {
+	for _, fam := range [...]struct {
+		name, help string
+		http1, h2  uint64
+	}{
+		{"queue_glitches_total", "Protocol abuse counted against the connections of the serving ports: requests queue refused itself, and on HTTP/2 frames and streams that served nothing.", g.HTTP1, g.HTTP2},
+		{"queue_glitch_closes_total", "Connections of the serving ports closed for going past their glitch budget.", g.HTTP1Closed, g.HTTP2Closed},
+	} {
+		b = stats.AppendMetricHeader(b, fam.name, "counter", fam.help)
+		for _, p := range [...]struct {
+			proto string
+			v     uint64
+		}{{"http1", fam.http1}, {"h2", fam.h2}} {
+			b = append(b, fam.name...)
+			b = append(b, `{protocol="`...)
+			b = append(b, p.proto...)
+			b = append(b, '"')
+			if labels != "" {
+				b = append(b, ',')
+				b = append(b, labels...)
+			}
+			b = append(b, "} "...)
+			b = strconv.AppendUint(b, p.v, 10)
+			b = append(b, '\n')
+		}
+	}
+	return b
 }
 
 // knativeMetrics renders what Knative's queue-proxy exports through

@@ -45,6 +45,8 @@ func TestPrometheusExposition(t *testing.T) {
 		"kn_serving_queue_depth":                 "GAUGE",
 		"target_info":                            "GAUGE",
 		"queue_active_requests":                  "GAUGE",
+		"queue_glitches_total":                   "COUNTER",
+		"queue_glitch_closes_total":              "COUNTER",
 		"go_goroutines":                          "GAUGE",
 		"go_gc_duration_seconds":                 "SUMMARY",
 		"go_memstats_alloc_bytes":                "GAUGE",

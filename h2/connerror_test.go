@@ -1,0 +1,216 @@
+//lint:file-ignore SA1019 the tests drive the engine with golang.org/x/net/http2's own client on purpose: a second HTTP/2 implementation besides net/http's.
+
+package h2_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/queue-dev/queue/h2"
+	"golang.org/x/net/http2"
+)
+
+// lingerBound is how long after its GOAWAY a connection closed in error may
+// stay open: the server's linger (a second), with slack for the race
+// detector on a busy machine.
+const lingerBound = 2 * time.Second
+
+// tlsConfig returns a server configuration with a fresh self-signed
+// certificate, offering h2.
+func tlsConfig(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "h2 test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		NextProtos:   []string{"h2"},
+	}
+}
+
+// startServerDone starts srv on plain TCP or, with cfg, TLS; done gets one
+// value each time a ServeConn returns.
+func startServerDone(t *testing.T, srv *h2.Server, cfg *tls.Config) (*testServer, <-chan time.Time) {
+	done := make(chan time.Time, 4)
+	ts := startServerFunc(t, srv, func(nc net.Conn) {
+		defer func() { done <- time.Now() }()
+		if cfg != nil {
+			tc := tls.Server(nc, cfg)
+			tc.SetDeadline(time.Now().Add(failAfter))
+			if err := tc.Handshake(); err != nil {
+				nc.Close()
+				return
+			}
+			tc.SetDeadline(time.Time{})
+			nc = tc
+		}
+		srv.ServeConn(nc, nil)
+	})
+	return ts, done
+}
+
+// dial connects a raw client to ts, under TLS when tlsOn is set.
+func (ts *testServer) dial(t *testing.T, tlsOn bool) *rawClient {
+	t.Helper()
+	rc := ts.dialRaw(t)
+	if tlsOn {
+		tc := tls.Client(rc.nc, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("TLS handshake: %v", err)
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			t.Fatalf("ALPN %q, want h2", p)
+		}
+		rc.nc = tc
+		rc.fr = http2.NewFramer(&rc.wbuf, tc)
+		rc.fr.AllowIllegalWrites = true
+	}
+	return rc
+}
+
+// garbage writes junk to nc from its own goroutine, 4 KiB every 5 ms, for
+// at most 3 s, and sends when a write failed (the server closed the
+// connection), or the zero time if none did.
+func garbage(nc net.Conn) <-chan time.Time {
+	failed := make(chan time.Time, 1)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 4<<10)
+		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
+		defer tick.Stop()
+		for range 600 {
+			if _, err := nc.Write(junk); err != nil {
+				failed <- time.Now()
+				return
+			}
+			<-tick.C
+		}
+		failed <- time.Time{}
+	}()
+	return failed
+}
+
+// TestConnErrorCloses: a connection error is answered with GOAWAY and its
+// code, after which the client reads the end of the connection (not a
+// reset), and the server closes the socket within its linger however much
+// the client goes on writing. One case for each way a connection error is
+// found: a frame header alone (a first frame that is not SETTINGS, whose
+// payload never comes; a frame over MaxFrameSize, header only), a frame's
+// payload (a header block HPACK cannot decode), and the glitch budget
+// (empty DATA frames).
+func TestConnErrorCloses(t *testing.T) {
+	cases := []struct {
+		name string
+		code http2.ErrCode
+		send func(rc *rawClient)
+	}{
+		{"first frame not SETTINGS", http2.ErrCodeProtocol, func(rc *rawClient) {
+			// The preface, then a DATA frame's header and 10 of its 100
+			// bytes: the rest never comes.
+			rc.wbuf.WriteString(http2.ClientPreface)
+			rc.wbuf.Write([]byte{0, 0, 100, byte(http2.FrameData), 0, 0, 0, 0, 1})
+			rc.wbuf.Write(make([]byte, 10))
+			rc.flush()
+		}},
+		{"frame over MaxFrameSize", http2.ErrCodeFrameSize, func(rc *rawClient) {
+			rc.handshake()
+			n := h2.MaxFrameSize + 1
+			rc.wbuf.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n), byte(http2.FramePing), 0, 0, 0, 0, 0})
+			rc.flush()
+		}},
+		{"HPACK decoding error", http2.ErrCodeCompression, func(rc *rawClient) {
+			rc.handshake()
+			// An indexed field of index 0 (RFC 7541 section 6.1).
+			rc.check(rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x80}, EndStream: true, EndHeaders: true}))
+			rc.flush()
+		}},
+		{"glitch budget", http2.ErrCodeEnhanceYourCalm, func(rc *rawClient) {
+			rc.handshake()
+			rc.batch(func() {
+				rc.headers(1, false, request("POST", "/upload")...)
+				for range h2.MaxGlitches + 1 {
+					rc.check(rc.fr.WriteData(1, false, nil))
+				}
+			})
+		}},
+	}
+	for _, tlsOn := range []bool{false, true} {
+		transport := "tcp"
+		if tlsOn {
+			transport = "tls"
+		}
+		for _, tc := range cases {
+			t.Run(transport+"/"+tc.name, func(t *testing.T) {
+				t.Parallel() // each lingers a second; the package's other tests wait for the lot
+				srv := newServer(func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+				})
+				var cfg *tls.Config
+				if tlsOn {
+					cfg = tlsConfig(t)
+				}
+				ts, done := startServerDone(t, srv, cfg)
+				rc := ts.dial(t, tlsOn)
+				tc.send(rc)
+				var ga *http2.GoAwayFrame
+				for ga == nil {
+					f, err := rc.fr.ReadFrame()
+					if err != nil {
+						t.Fatalf("read frame: %v (want GOAWAY %v)", err, tc.code)
+					}
+					ga, _ = f.(*http2.GoAwayFrame)
+				}
+				at := time.Now()
+				if ga.ErrCode != tc.code {
+					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
+				}
+				failed := garbage(rc.nc)
+				// The server's side is shut after its GOAWAY: the client
+				// reads the end of the connection, not a reset.
+				for {
+					f, err := rc.fr.ReadFrame()
+					if err == nil {
+						t.Logf("after the GOAWAY: %v", f)
+						continue
+					}
+					if !errors.Is(err, io.EOF) {
+						t.Errorf("after the GOAWAY the read ended with %v, want EOF", err)
+					}
+					break
+				}
+				end := waitFor(t, done, "ServeConn to return")
+				if d := end.Sub(at); d > lingerBound {
+					t.Errorf("ServeConn returned %v after the GOAWAY, want within %v", d, lingerBound)
+				}
+				if f := waitFor(t, failed, "the junk writer"); f.IsZero() {
+					t.Errorf("the client's writes never failed: the server did not close the connection")
+				} else if d := f.Sub(at); d > lingerBound {
+					t.Errorf("the client's writes failed %v after the GOAWAY, want within %v", d, lingerBound)
+				}
+			})
+		}
+	}
+}
