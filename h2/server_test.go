@@ -1386,6 +1386,17 @@ func TestGoroutines(t *testing.T) {
 		trs = append(trs, tr)
 		c := &http.Client{Transport: tr, Timeout: failAfter}
 		wg.Go(func() {
+			// One request first, so that the client has its connection
+			// before five goroutines ask for one at once: a client may
+			// dial again while its first dial is under way (net/http's,
+			// which x/net's wraps from Go 1.27, does).
+			res, err := c.Get(ts.url("/first"))
+			if err != nil {
+				errc <- err
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
 			var inner sync.WaitGroup
 			for g := range 5 {
 				inner.Go(func() {
