@@ -17,7 +17,9 @@
 // (h2Call).
 //
 // Both protocols send a request again under one rule, replay.go's
-// mayReplay: at most once, and only an idempotent request.
+// mayReplay: at most once, and only an idempotent request. A connect the
+// upstream refuses is retried within Config.RetryWindow, on the request's
+// goroutine, with one outage (outage.go) shared by the waiting requests.
 //
 // The package also holds the ingress pieces that belong to the data path: the
 // h2c Upgrade handler (RFC 7540 section 3.2) and the TLS certificate reloader.

@@ -173,7 +173,15 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 			c, err = p.h1.dial(ctx)
 		}
 		if err != nil {
-			return err
+			// A refused connect reached nothing: it is tried again, within
+			// --upstream-retry-window (reconnect).
+			err = p.reconnect(ctx, deadline, err, func() (err error) {
+				c, err = p.h1.dial(ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
 		}
 		c.watch(r)
 		c.keeper = keep

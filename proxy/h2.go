@@ -72,8 +72,19 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	}
 	if bodiless {
 		out.Body = nil
+	} else {
+		call.body.ReadCloser = r.Body
+		out.Body = &call.body
 	}
 	res, err := p.h2.RoundTrip(out)
+	if err != nil {
+		// A refused connect reached nothing: the request is sent again,
+		// within --upstream-retry-window (reconnect).
+		err = p.reconnect(ctx, deadline, err, func() (err error) {
+			res, err = p.h2.RoundTrip(out)
+			return err
+		})
+	}
 	if err != nil {
 		return h2Error(r, ctx, idle, call.refused.Load(), err)
 	}
@@ -129,8 +140,8 @@ func h2Error(r *http.Request, ctx context.Context, idle *idleTimer, refused bool
 // that may not be sent again (mayReplay).
 var errNotReplayed = errors.New("the upstream failed a request that may not be sent again")
 
-// h2Call is one request's trip through the h2c Transport: the URL the
-// Transport sees and, for a request without a body, the bound on the
+// h2Call is one request's trip through the h2c Transport: the URL and body
+// the Transport sees and, for a request without a body, the bound on the
 // Transport's own replays of it. serveH2 allocates one per request, which
 // the URL alone cost before.
 //
@@ -162,6 +173,7 @@ var errNotReplayed = errors.New("the upstream failed a request that may not be s
 // trace refuses.
 type h2Call struct {
 	url     url.URL
+	body    keptBody
 	r       *http.Request
 	cancel  context.CancelFunc
 	trace   httptrace.ClientTrace
@@ -187,6 +199,16 @@ func (c *h2Call) gotConn(httptrace.GotConnInfo) {
 }
 
 func (c *h2Call) wroteHeaders() { c.sent.Add(1) }
+
+// keptBody is a request body as the h2c Transport sees it: Close does
+// nothing, so that a request whose connect was refused, which the
+// Transport fails by closing its body, can be sent again whole
+// (reconnect). The server closes the body itself when the handler
+// returns; queue's engines' bodies ignore Close anyway (h1 and h2), and
+// the Transport reads the body only once it has a connection.
+type keptBody struct{ io.ReadCloser }
+
+func (keptBody) Close() error { return nil }
 
 // idleTimer cancels the upstream request when no read completes within d.
 // A nil *idleTimer does nothing.

@@ -31,6 +31,7 @@ type h1Transport struct {
 	maxIdle     int
 	maxHeader   int
 	idleTimeout time.Duration // 0: idle connections never expire by age alone
+	outage      *outage       // told of every connect that succeeds; nil: no retry window
 
 	mu       sync.Mutex
 	idle     []*h1Conn // LIFO: the most recently used connection is the warmest
@@ -508,6 +509,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
+	t.outage.up()
 	c := &h1Conn{nc: nc, t: t}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		c.tcp = tc

@@ -324,7 +324,8 @@ func TestLeakUpstreamFailures(t *testing.T) {
 
 // TestUpstreamRestart: the upstream goes away and comes back on the same
 // address. Readiness follows by itself, requests in the gap get a quick
-// 502, and once it is back requests are served again.
+// 502 (with --upstream-retry-window 0: TestUpstreamRestartWithinWindow has
+// the default), and once it is back requests are served again.
 func TestUpstreamRestart(t *testing.T) {
 	t.Parallel()
 	for _, proto := range []string{"http1", "h2c"} {
@@ -349,7 +350,7 @@ func TestUpstreamRestart(t *testing.T) {
 			}
 			srv := serveOn(ln, "first")
 			t.Cleanup(func() { srv.Close() })
-			q := startQueue(t, addr, "--upstream-protocol", proto)
+			q := startQueue(t, addr, "--upstream-protocol", proto, "--upstream-retry-window", "0")
 			q.waitReady(t, true)
 			c, base := q.client(t, modeH1)
 			if res, body := get(t, c, base+"/", nil); res.StatusCode != 200 || body != "first" {
@@ -392,6 +393,83 @@ func TestUpstreamRestart(t *testing.T) {
 			q.waitReady(t, true)
 			if res, body := get(t, c, base+"/", nil); res.StatusCode != 200 || body != "second" {
 				t.Errorf("after the restart: %d %q, want 200 second", res.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestUpstreamRestartWithinWindow: nothing listens at the upstream's
+// address while requests arrive (GETs, and POSTs with a body), as between
+// a restarting upstream's exit and its listen; the requests wait for it,
+// counted as active, and it comes up on that address within
+// --upstream-retry-window (its default, 3 s): every request is answered,
+// none gets 502. (The connections of the upstream that went away are
+// TestUpstreamStaleStreamedBody's and TestUpstreamIdleCloseRace's
+// business.)
+func TestUpstreamRestartWithinWindow(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"http1", "h2c"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			q := startQueue(t, addr, "--upstream-protocol", proto, "--probe", "none")
+			c, base := q.client(t, modeH1)
+			const n = 6
+			results := make(chan string, n)
+			for i := range n {
+				go func() {
+					method, body := http.MethodGet, ""
+					if i%2 == 1 {
+						method, body = http.MethodPost, strings.Repeat("b", 1000*i)
+					}
+					req, _ := http.NewRequest(method, base+"/", strings.NewReader(body))
+					res, err := c.Do(req)
+					if err != nil {
+						results <- fmt.Sprintf("%s: %v", method, err)
+						return
+					}
+					b, err := io.ReadAll(res.Body)
+					res.Body.Close()
+					if want := fmt.Sprintf("%s %d", method, len(body)); err != nil || res.StatusCode != 200 || string(b) != want {
+						results <- fmt.Sprintf("%s: got %d %q %v, want 200 %q", method, res.StatusCode, b, err, want)
+						return
+					}
+					results <- ""
+				}()
+			}
+			// The requests wait for the upstream, counted as active; polled,
+			// as nothing announces them.
+			for deadline := time.Now().Add(2 * time.Second); q.app.stats.Active() < n; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d requests active, want %d waiting for the upstream", q.app.stats.Active(), n)
+				}
+			}
+			var ln net.Listener
+			var err error
+			for i := 0; ; i++ { // the port was ours a moment ago; retry briefly
+				if ln, err = net.Listen("tcp", addr); err == nil {
+					break
+				}
+				if i == 20 {
+					t.Fatalf("listen on %s: %v", addr, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n, _ := io.Copy(io.Discard, r.Body)
+				fmt.Fprintf(w, "%s %d", r.Method, n)
+			})}
+			if proto == "h2c" {
+				var p http.Protocols
+				p.SetUnencryptedHTTP2(true)
+				srv.Protocols = &p
+			}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			for range n {
+				if r := <-results; r != "" {
+					t.Error(r)
+				}
 			}
 		})
 	}
