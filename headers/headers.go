@@ -16,6 +16,7 @@ const (
 	Expect                  = "Expect"
 	Forwarded               = "Forwarded"
 	HTTP2Settings           = "Http2-Settings"
+	IdempotencyKey          = "Idempotency-Key"
 	KeepAlive               = "Keep-Alive"
 	KnativeServingNamespace = "Knative-Serving-Namespace"
 	KnativeServingRevision  = "Knative-Serving-Revision"
@@ -28,6 +29,7 @@ const (
 	XForwardedFor           = "X-Forwarded-For"
 	XForwardedHost          = "X-Forwarded-Host"
 	XForwardedProto         = "X-Forwarded-Proto"
+	XIdempotencyKey         = "X-Idempotency-Key"
 )
 
 // Trust is the set of peers whose forwarding headers (Forwarded and

@@ -13,7 +13,13 @@
 // runs on the handler's goroutine but a streamed upload. "h2c" uses net/http's own
 // Transport with UnencryptedHTTP2 as its only protocol, which speaks HTTP/2
 // with prior knowledge (Go 1.24); x/net's http2 package is not on the
-// upstream side.
+// upstream side. The Transport's own retries are bounded from outside
+// (h2Call).
+//
+// Both protocols send a request again under one rule, replay.go's
+// mayReplay: at most once, and only an idempotent request. A connect the
+// upstream refuses is retried within Config.RetryWindow, on the request's
+// goroutine, with one outage (outage.go) shared by the waiting requests.
 //
 // The package also holds the ingress pieces that belong to the data path: the
 // h2c Upgrade handler (RFC 7540 section 3.2) and the TLS certificate reloader.

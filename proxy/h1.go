@@ -166,12 +166,22 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		var c *h1Conn
 		var err error
 		if attempt == 0 {
-			c, err = p.h1.get(ctx, now)
+			// A request that cannot be sent twice takes no pooled
+			// connection the upstream has closed already (get's check).
+			c, err = p.h1.get(ctx, now, stream || !mayReplay(r, 1))
 		} else {
 			c, err = p.h1.dial(ctx)
 		}
 		if err != nil {
-			return err
+			// A refused connect reached nothing: it is tried again, within
+			// --upstream-retry-window (reconnect).
+			err = p.reconnect(ctx, deadline, err, func() (err error) {
+				c, err = p.h1.dial(ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
 		}
 		c.watch(r)
 		c.keeper = keep
@@ -213,19 +223,16 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 				// responding: that came first, and the body writer's
 				// timeout is only bw.stop's interrupt.
 				return werr
-			case attempt == 0 && c.reused && !stream && isStale(err):
+			case attempt == 0 && c.reused && !stream && isStale(err) && mayReplay(r, 1):
 				// The upstream closed an idle connection as we reused it
 				// (the idle-close race): nothing of a response was read, and
 				// the request is whole in hand (no body, or one held), so
-				// it is sent again, once, on a new connection: get might
-				// return another stale one. net/http's Transport replays
-				// only idempotent methods (RFC 9110 section 9.2.2); queue
-				// also replays a POST or PATCH whose body it holds, as its
-				// HTTP/1.1 client always has: on a reused loopback
-				// connection that closes before a single byte of response
-				// this is nearly always the race, not an app that failed
-				// halfway through the request, and a 502 for a request the
-				// app never saw is the likelier harm.
+				// an idempotent one is sent again, once (mayReplay), on a
+				// new connection: get might return another stale one. A
+				// POST or PATCH gets 502: the upstream may have read it
+				// before it closed, and applying it twice is the worse
+				// harm. get's check spares it the commoner case, a
+				// connection whose close had arrived before the request.
 				continue
 			}
 			return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,10 +29,18 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	o.WebSocket = false
 	ctx := r.Context()
 	deadline := p.deadline(r)
+	call := &h2Call{r: r}
+	bodiless := r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody
+	var cancel context.CancelFunc
 	if !deadline.IsZero() {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
+	} else if bodiless {
+		ctx, cancel = context.WithCancel(ctx) // for h2Call to stop a replay
+		defer cancel()
+	}
+	if bodiless {
+		ctx = call.bound(ctx, cancel)
 	}
 	var idle *idleTimer
 	if p.idle > 0 {
@@ -41,9 +51,10 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		defer idle.stop()
 	}
 	out := r.WithContext(ctx)
-	u := *r.URL
+	u := &call.url
+	*u = *r.URL
 	u.Scheme, u.Host = "http", p.addr
-	out.URL = &u
+	out.URL = u
 	out.Host = o.Host
 	out.RequestURI = ""
 	out.Close = false
@@ -59,12 +70,23 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent // else the Transport sends its own
 	}
-	if r.ContentLength == 0 {
+	if bodiless {
 		out.Body = nil
+	} else {
+		call.body.ReadCloser = r.Body
+		out.Body = &call.body
 	}
 	res, err := p.h2.RoundTrip(out)
 	if err != nil {
-		return h2Error(r, ctx, idle, err)
+		// A refused connect reached nothing: the request is sent again,
+		// within --upstream-retry-window (reconnect).
+		err = p.reconnect(ctx, deadline, err, func() (err error) {
+			res, err = p.h2.RoundTrip(out)
+			return err
+		})
+	}
+	if err != nil {
+		return h2Error(r, ctx, idle, call.refused.Load(), err)
 	}
 	defer res.Body.Close()
 	h := w.Header()
@@ -99,16 +121,94 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 var noUserAgent = []string{""}
 
 // h2Error classifies a round-trip failure: the client went away (499), a
-// deadline or the idle limit passed (504), or the upstream failed (502).
-func h2Error(r *http.Request, ctx context.Context, idle *idleTimer, err error) error {
+// deadline or the idle limit passed (504), or the upstream failed (502),
+// refused (h2Call stopped a replay; err is then the cancellation that
+// stopped it) included.
+func h2Error(r *http.Request, ctx context.Context, idle *idleTimer, refused bool, err error) error {
 	switch {
 	case r.Context().Err() != nil:
 		return fmt.Errorf("%w: %w", errClientGone, err)
+	case refused:
+		return fmt.Errorf("round trip: %w", errNotReplayed)
 	case idle.fired(), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("round trip: %w", context.DeadlineExceeded)
 	}
 	return fmt.Errorf("round trip: %w", err)
 }
+
+// errNotReplayed is the failure of a request that the upstream failed and
+// that may not be sent again (mayReplay).
+var errNotReplayed = errors.New("the upstream failed a request that may not be sent again")
+
+// h2Call is one request's trip through the h2c Transport: the URL and body
+// the Transport sees and, for a request without a body, the bound on the
+// Transport's own replays of it. serveH2 allocates one per request, which
+// the URL alone cost before.
+//
+// The bundled HTTP/2 client retries a request by itself (h2_bundle.go in
+// net/http: RoundTripOpt loops up to 7 times, with a backoff from the
+// third attempt, and net/http's Transport.roundTrip starts that loop again
+// on each new connection it dials after a dead one): on a stream refused
+// (REFUSED_STREAM), a GOAWAY whose last stream id is below the request's,
+// a connection that turned unusable before the request was written, and a
+// PROTOCOL_ERROR reset from the upstream (http2canRetryError). It replays
+// a request without a body whatever its method; a request with one only
+// if it has GetBody, which queue never sets, or if nothing of it was
+// written. So a request with a body is never sent twice, and one without
+// is bounded here, from outside: its context carries a ClientTrace whose
+// WroteHeaders counts the attempts that wrote the request (sent), and
+// whose GotConn, called by RoundTripOpt before each attempt, asks mayReplay
+// and stops an attempt the rule refuses by cancelling the request's
+// context, which the HTTP/2 client checks before it writes the HEADERS
+// (encodeAndWriteHeaders): nothing of that attempt reaches the upstream.
+// A refused request gets 502 (errNotReplayed).
+//
+// What the trace cannot see is why an attempt failed: an idempotent
+// request reset with PROTOCOL_ERROR, which the upstream may have begun to
+// process, is sent again once too, as net/http decided for
+// golang.org/issue/47635; RFC 9110 section 9.2.2 allows it for an
+// idempotent request. The cost is three allocations a request without a
+// body (the two hooks and the context value), and after a second
+// REFUSED_STREAM the client's one-second backoff before the attempt the
+// trace refuses.
+type h2Call struct {
+	url     url.URL
+	body    keptBody
+	r       *http.Request
+	cancel  context.CancelFunc
+	trace   httptrace.ClientTrace
+	sent    atomic.Int32 // attempts that wrote the request's HEADERS
+	refused atomic.Bool  // gotConn stopped an attempt
+}
+
+// bound installs the trace on ctx; cancel stops the request.
+func (c *h2Call) bound(ctx context.Context, cancel context.CancelFunc) context.Context {
+	c.cancel = cancel
+	c.trace.GotConn = c.gotConn
+	c.trace.WroteHeaders = c.wroteHeaders
+	return httptrace.WithClientTrace(ctx, &c.trace)
+}
+
+// gotConn runs before each attempt, on the goroutine of RoundTrip, after
+// the previous attempt ended (its WroteHeaders, if any, came before).
+func (c *h2Call) gotConn(httptrace.GotConnInfo) {
+	if !mayReplay(c.r, int(c.sent.Load())) {
+		c.refused.Store(true)
+		c.cancel()
+	}
+}
+
+func (c *h2Call) wroteHeaders() { c.sent.Add(1) }
+
+// keptBody is a request body as the h2c Transport sees it: Close does
+// nothing, so that a request whose connect was refused, which the
+// Transport fails by closing its body, can be sent again whole
+// (reconnect). The server closes the body itself when the handler
+// returns; queue's engines' bodies ignore Close anyway (h1 and h2), and
+// the Transport reads the body only once it has a connection.
+type keptBody struct{ io.ReadCloser }
+
+func (keptBody) Close() error { return nil }
 
 // idleTimer cancels the upstream request when no read completes within d.
 // A nil *idleTimer does nothing.

@@ -31,6 +31,7 @@ type h1Transport struct {
 	maxIdle     int
 	maxHeader   int
 	idleTimeout time.Duration // 0: idle connections never expire by age alone
+	outage      *outage       // told of every connect that succeeds; nil: no retry window
 
 	mu       sync.Mutex
 	idle     []*h1Conn // LIFO: the most recently used connection is the warmest
@@ -128,6 +129,8 @@ type h1Conn struct {
 	raw        syscall.RawConn
 	readFn     func(uintptr) bool // c.rawRead, bound once
 	firstFn    func(uintptr) bool // c.readFirst, bound once
+	peekFn     func(uintptr)      // c.peek, bound once
+	peeked     bool               // peek's verdict: nothing to read, the connection open
 	firstFD    uintptr            // while readFirst fills br: the socket Read reads
 	inFirst    bool               // readFirst is filling br (Read reads firstFD)
 	preErr     error              // waitResponse's error, for Read
@@ -432,32 +435,65 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // get takes the warmest idle connection, or dials a new one when there is
 // none or it has expired by now, the time as the caller last read it.
-func (t *h1Transport) get(ctx context.Context, now time.Time) (*h1Conn, error) {
-	t.mu.Lock()
-	if n := len(t.idle); n > 0 {
+//
+// With check set, a connection whose close from the upstream has arrived
+// already (open) is closed and the next one taken: serveH1 sets it for a
+// request it may not send twice (mayReplay), which such a connection would
+// fail with 502. It costs that request a system call per connection
+// tried; a replayable request, which the replay covers, pays nothing.
+func (t *h1Transport) get(ctx context.Context, now time.Time, check bool) (*h1Conn, error) {
+	for {
+		t.mu.Lock()
+		n := len(t.idle)
+		if n == 0 {
+			break
+		}
 		c := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
-		if c.expires.IsZero() {
+		if !c.expires.IsZero() && !now.Before(c.expires) {
+			// The warmest connection has expired, so the colder ones below
+			// it most likely have too: rather than close them one by one
+			// here, the request dials and the retire timer runs at once.
+			if n > 1 {
+				t.armLocked(now, now)
+			}
 			t.mu.Unlock()
-			return c.reuse(), nil
-		}
-		if now.Before(c.expires) {
-			t.mu.Unlock()
-			return c.reuse(), nil
-		}
-		// The warmest connection has expired, so the colder ones below it
-		// most likely have too: rather than close them one by one here,
-		// the request dials and the retire timer runs at once.
-		if n > 1 {
-			t.armLocked(now, now)
+			c.close()
+			return t.dial(ctx)
 		}
 		t.mu.Unlock()
-		c.close()
-		return t.dial(ctx)
+		if check && !c.open() {
+			c.close()
+			continue
+		}
+		return c.reuse(), nil
 	}
 	t.mu.Unlock()
 	return t.dial(ctx)
+}
+
+// open reports whether an idle connection is still open as far as its
+// socket knows: neither the upstream's FIN nor a reset has arrived, nor any
+// byte (an idle connection has none to read). One non-blocking peek
+// (recv with MSG_PEEK), about a microsecond, through Control rather than
+// Read, which would refuse to run past the read deadline a request left on
+// the connection. A connection that is not TCP (tests' pipes) counts as
+// open.
+func (c *h1Conn) open() bool {
+	if c.raw == nil {
+		return true
+	}
+	c.peeked = false
+	c.raw.Control(c.peekFn)
+	return c.peeked
+}
+
+// peek is open's callback.
+func (c *h1Conn) peek(fd uintptr) {
+	var b [1]byte
+	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	c.peeked = err == syscall.EAGAIN
 }
 
 func (c *h1Conn) reuse() *h1Conn {
@@ -473,12 +509,14 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
+	t.outage.up()
 	c := &h1Conn{nc: nc, t: t}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		c.tcp = tc
 		c.raw, _ = tc.SyscallConn()
 		c.readFn = c.rawRead
 		c.firstFn = c.readFirst
+		c.peekFn = c.peek
 		c.vw.Reset(c.raw)
 	}
 	t.liveMu.Lock()

@@ -31,7 +31,11 @@ const (
 // so that warm connections are open at once and then idle in the pool.
 type staleUpstream struct {
 	*rawUpstream
-	seen atomic.Int64 // requests whose head arrived, answered or not
+	seen   atomic.Int64  // requests whose head arrived, answered or not
+	closed chan struct{} // closeAfterAnswer: a connection closed after its answer
+
+	mu   sync.Mutex
+	byID map[string]int // arrivals of each X-Request-Id
 }
 
 func startStaleUpstream(t *testing.T, mode string, warm int) *staleUpstream {
@@ -43,14 +47,14 @@ func startStaleUpstream(t *testing.T, mode string, warm int) *staleUpstream {
 	if warm == 0 {
 		close(warmed)
 	}
-	u := &staleUpstream{}
+	u := &staleUpstream{closed: make(chan struct{}, 1024), byID: map[string]int{}}
 	u.rawUpstream = startRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound, should the test fail
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
 		}
-		u.seen.Add(1)
+		u.arrived(req)
 		if n := firsts.Add(1); n <= int64(warm) {
 			if n == int64(warm) {
 				close(warmed)
@@ -64,17 +68,36 @@ func startStaleUpstream(t *testing.T, mode string, warm int) *staleUpstream {
 			io.WriteString(c, body)
 		}
 		if mode == closeAfterAnswer {
+			c.Close()
+			u.closed <- struct{}{}
 			return
 		}
-		if _, err := http.ReadRequest(br); err != nil {
+		if req, err = http.ReadRequest(br); err != nil {
 			return
 		}
-		u.seen.Add(1)
+		u.arrived(req)
 		if mode == resetOnNext {
 			c.(*net.TCPConn).SetLinger(0)
 		}
 	})
 	return u
+}
+
+func (u *staleUpstream) arrived(req *http.Request) {
+	u.seen.Add(1)
+	if id := req.Header.Get("X-Request-Id"); id != "" {
+		u.mu.Lock()
+		u.byID[id]++
+		u.mu.Unlock()
+	}
+}
+
+// arrivals reports how many times the request with X-Request-Id id
+// reached the upstream.
+func (u *staleUpstream) arrivals(id string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.byID[id]
 }
 
 // countingFront serves a Proxy for upstream like frontFor and counts the
@@ -104,37 +127,63 @@ func countingFront(t *testing.T, upstream string) (*http.Client, string, *atomic
 // TestPoolReplaysStaleRequests forces the idle-close race: the upstream
 // answers one request per connection, so every request sent on a pooled
 // connection meets a connection the upstream has closed (or closes as the
-// request arrives). Four such connections are made idle at once first, so
-// that a replay that took another idle connection would fail too. Every
-// replayable request (no body, or a body held whole, POST included) must be
-// answered 200 after exactly one replay on a new connection.
+// request arrives). Eleven such connections are made idle at once first,
+// so that a replay that took another idle connection would fail too,
+// however many the refused requests use up.
+//
+// When the upstream reads the request and then closes, a request that may
+// be sent again (mayReplay: an idempotent method, or Idempotency-Key) is
+// answered 200 after exactly one replay on a new connection; a POST or
+// PATCH is never sent twice and gets 502. When the close came before the
+// request (the upstream's idle timeout), nothing gets 502: a replayable
+// request is sent again, and one that is not takes no closed connection
+// (get's check).
 func TestPoolReplaysStaleRequests(t *testing.T) {
 	t.Parallel()
-	const warm = 4
-	requests := []struct{ method, body string }{
-		{http.MethodGet, ""},
-		{http.MethodHead, ""},
-		{http.MethodPost, ""},
-		{http.MethodPost, strings.Repeat("p", 60<<10)}, // held: under smallBody
-		{http.MethodPut, "put"},
-		{http.MethodDelete, ""},
+	const warm, rounds = 11, 3
+	requests := []struct {
+		method, body, key string
+		replay            bool
+	}{
+		{http.MethodGet, "", "", true},
+		{http.MethodHead, "", "", true},
+		{http.MethodPost, "", "", false},
+		{http.MethodPost, strings.Repeat("p", 60<<10), "", false}, // held: under smallBody
+		{http.MethodPatch, "patch", "", false},
+		{http.MethodPost, "keyed", "k1", true}, // Idempotency-Key
+		{http.MethodPut, "put", "", true},
+		{http.MethodDelete, "", "", true},
+		{http.MethodOptions, "", "", true},
 	}
 	tests := []struct {
 		name string
 		mode string
-		// seenReplays: the upstream sees the head of each replayed request
-		// on the stale connection too.
-		seenReplays bool
+		// early: the upstream closed before the request came, so it never
+		// read a request on a stale connection.
+		early bool
 	}{
-		{name: "idle close", mode: closeAfterAnswer},
-		{name: "close on arrival", mode: closeOnNext, seenReplays: true},
-		{name: "reset on arrival", mode: resetOnNext, seenReplays: true},
+		{name: "idle close", mode: closeAfterAnswer, early: true},
+		{name: "close on arrival", mode: closeOnNext},
+		{name: "reset on arrival", mode: resetOnNext},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			up := startStaleUpstream(t, tt.mode, warm)
 			c, url, dials := countingFront(t, up.addr)
+			// closed waits for the upstream to have closed n more
+			// connections after answering, so that their FIN is in the
+			// pool's sockets before the next request.
+			closed := func(n int) {
+				t.Helper()
+				for range n {
+					select {
+					case <-up.closed:
+					case <-time.After(10 * time.Second):
+						t.Fatal("the upstream closed no connection in 10 s")
+					}
+				}
+			}
 
 			var wg sync.WaitGroup
 			for i := range warm {
@@ -148,62 +197,95 @@ func TestPoolReplaysStaleRequests(t *testing.T) {
 			if got, want := dials.Load(), int64(warm); got != want {
 				t.Fatalf("warm-up dialed %d connections, want %d", got, want)
 			}
+			if tt.early {
+				closed(warm)
+			}
 
-			const rounds = 3
+			var wantDials int64 = warm
 			for i := range rounds {
-				for _, rq := range requests {
+				for j, rq := range requests {
+					id := fmt.Sprintf("%d-%d", i, j)
 					var body io.Reader
 					if rq.body != "" {
 						body = strings.NewReader(rq.body)
 					}
-					o := exchange(c, rq.method, url+"/", body)
-					want := fmt.Sprintf("%s %d", rq.method, len(rq.body))
-					if rq.method == http.MethodHead {
-						want = ""
+					req, _ := http.NewRequest(rq.method, url+"/", body)
+					req.Header.Set("X-Request-Id", id)
+					if rq.key != "" {
+						req.Header.Set("Idempotency-Key", rq.key)
 					}
-					if o.err != nil || o.code != 200 || o.body != want {
-						t.Errorf("round %d %s: got %d %q %v, want 200 %q", i, rq.method, o.code, o.body, o.err, want)
+					o := do(c, req)
+					wantCode, wantBody, wantSeen := 200, fmt.Sprintf("%s %d", rq.method, len(rq.body)), 2
+					switch {
+					case tt.early:
+						wantSeen = 1 // the stale connections read nothing
+						wantDials++
+					case rq.replay:
+						wantDials++
+					default:
+						wantCode, wantBody, wantSeen = 502, "Bad Gateway", 1
+					}
+					if rq.method == http.MethodHead {
+						wantBody = ""
+					}
+					if o.err != nil || o.code != wantCode || o.body != wantBody {
+						t.Errorf("round %d %s %s: got %d %q %v, want %d %q", i, rq.method, id, o.code, o.body, o.err, wantCode, wantBody)
+					}
+					if got := up.arrivals(id); got != wantSeen {
+						t.Errorf("round %d %s %s: the upstream saw it %d times, want %d", i, rq.method, id, got, wantSeen)
+					}
+					if tt.early && o.code == 200 {
+						closed(1)
 					}
 				}
 			}
-			replays := int64(rounds * len(requests)) // each found a stale connection
-			if got, want := dials.Load(), warm+replays; got != want {
-				t.Errorf("pool dialed %d connections, want %d: %d for the warm-up, one per replay", got, want, warm)
+			if got := dials.Load(); got != wantDials {
+				t.Errorf("pool dialed %d connections, want %d: %d for the warm-up, one per replay", got, wantDials, warm)
 			}
-			if got, want := up.accepts.Load(), warm+replays; got != want {
-				t.Errorf("upstream accepted %d connections, want %d", got, want)
-			}
-			wantSeen := warm + replays
-			if tt.seenReplays {
-				wantSeen += replays
-			}
-			if got := up.seen.Load(); got != wantSeen {
-				t.Errorf("upstream saw %d requests, want %d", got, wantSeen)
+			if got := up.accepts.Load(); got != wantDials {
+				t.Errorf("upstream accepted %d connections, want %d", got, wantDials)
 			}
 		})
 	}
 }
 
-// TestPoolReplaysUnderLoad: 8 clients, 25 GETs each, against an upstream
-// whose connections each answer one request and close when the next one
-// arrives. Every GET gets 200; the requests the upstream saw beyond one per
-// connection are the replays.
+// TestPoolReplaysUnderLoad: 8 clients, 25 requests each (GET, POST and
+// PATCH in turn), against an upstream whose connections each answer one
+// request and close when the next one arrives. Each request is counted at
+// the upstream by its id: a GET arrives at most twice and gets 200; a POST
+// or PATCH arrives exactly once, and gets 200 on a new connection or 502
+// on one the upstream closed. Nothing arrives three times.
 func TestPoolReplaysUnderLoad(t *testing.T) {
 	t.Parallel()
 	const clients, each = 8, 25
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodPatch}
 	up := startStaleUpstream(t, closeOnNext, 0)
-	c, url, dials := countingFront(t, up.addr)
+	c, url, _ := countingFront(t, up.addr)
 	var (
-		wg  sync.WaitGroup
-		bad atomic.Int64
+		wg                 sync.WaitGroup
+		bad, replays, cuts atomic.Int64
 	)
-	for range clients {
+	for i := range clients {
 		wg.Go(func() {
-			for range each {
-				if o := exchange(c, http.MethodGet, url+"/", nil); o.err != nil || o.code != 200 || o.body != "GET 0" {
+			for j := range each {
+				method, id := methods[j%len(methods)], fmt.Sprintf("%d-%d", i, j)
+				req, _ := http.NewRequest(method, url+"/", nil)
+				req.Header.Set("X-Request-Id", id)
+				o := do(c, req)
+				n := up.arrivals(id)
+				ok := o.err == nil && o.code == 200 && o.body == method+" 0" && (n == 1 || n == 2)
+				if method != http.MethodGet {
+					ok = o.err == nil && n == 1 && (o.code == 200 || o.code == 502)
+				}
+				switch {
+				case !ok:
 					if bad.Add(1) == 1 {
-						t.Errorf("got %d %q %v, want 200 \"GET 0\"", o.code, o.body, o.err)
+						t.Errorf("%s %s: got %d %q %v, arrived %d times", method, id, o.code, o.body, o.err, n)
 					}
+				case n == 2:
+					replays.Add(1)
+				case o.code == 502:
+					cuts.Add(1)
 				}
 			}
 		})
@@ -211,15 +293,11 @@ func TestPoolReplaysUnderLoad(t *testing.T) {
 	wg.Wait()
 	const total = clients * each
 	if n := bad.Load(); n > 0 {
-		t.Errorf("%d of %d GETs failed", n, total)
+		t.Errorf("%d of %d requests failed", n, total)
 	}
-	if got, want := dials.Load(), int64(total); got != want {
-		t.Errorf("pool dialed %d connections, want %d (each answers one request)", got, want)
-	}
-	replays := up.seen.Load() - total
-	t.Logf("%d GETs, %d replays", total, replays)
-	if replays <= 0 {
-		t.Errorf("no request met a stale connection: the test tested nothing")
+	t.Logf("%d requests, %d GETs replayed, %d POSTs and PATCHes cut (502)", total, replays.Load(), cuts.Load())
+	if replays.Load() == 0 || cuts.Load() == 0 {
+		t.Errorf("no GET replayed, or no POST cut: the test tested nothing")
 	}
 }
 
@@ -231,13 +309,16 @@ func TestPoolStreamedBodyNotReplayed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
+		method string
 		mode   string
 		length int64 // -1: chunked
 	}{
-		{name: "chunked, close on arrival", mode: closeOnNext, length: -1},
-		{name: "chunked, reset on arrival", mode: resetOnNext, length: -1},
-		{name: "over 64 KiB, close on arrival", mode: closeOnNext, length: smallBody + 1},
-		{name: "over 64 KiB, reset on arrival", mode: resetOnNext, length: smallBody + 1},
+		{name: "chunked, close on arrival", method: http.MethodPost, mode: closeOnNext, length: -1},
+		{name: "chunked, reset on arrival", method: http.MethodPost, mode: resetOnNext, length: -1},
+		{name: "over 64 KiB, close on arrival", method: http.MethodPost, mode: closeOnNext, length: smallBody + 1},
+		{name: "over 64 KiB, reset on arrival", method: http.MethodPost, mode: resetOnNext, length: smallBody + 1},
+		// Idempotent, but its body is gone once sent.
+		{name: "PUT over 64 KiB, close on arrival", method: http.MethodPut, mode: closeOnNext, length: smallBody + 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,23 +344,23 @@ func TestPoolStreamedBodyNotReplayed(t *testing.T) {
 				}
 				pw.CloseWithError(io.ErrUnexpectedEOF)
 			}()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/upload", pr)
+			req, _ := http.NewRequestWithContext(ctx, tt.method, url+"/upload", pr)
 			req.ContentLength = tt.length
 			res, err := c.Do(req)
 			close(answered)
 			if err != nil {
-				t.Fatalf("streamed POST: %v", err)
+				t.Fatalf("streamed %s: %v", tt.method, err)
 			}
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			if got, want := res.StatusCode, http.StatusBadGateway; got != want {
-				t.Errorf("streamed POST on a stale connection: status %d %q, want %d", got, b, want)
+				t.Errorf("streamed %s on a stale connection: status %d %q, want %d", tt.method, got, b, want)
 			}
 			if got, want := up.seen.Load(), int64(2); got != want {
-				t.Errorf("upstream saw %d requests, want %d: the POST was sent again", got, want)
+				t.Errorf("upstream saw %d requests, want %d: the %s was sent again", got, want, tt.method)
 			}
 			if got, want := dials.Load(), int64(1); got != want {
-				t.Errorf("pool dialed %d connections, want %d: the POST was sent again", got, want)
+				t.Errorf("pool dialed %d connections, want %d: the %s was sent again", got, want, tt.method)
 			}
 
 			if o := exchange(c, http.MethodGet, url+"/", nil); o.err != nil || o.code != 200 {

@@ -41,6 +41,11 @@ type Config struct {
 	MaxResponseHeaderBytes int
 	// DialTimeout bounds a connect to the upstream. 0 means 5s.
 	DialTimeout time.Duration
+	// RetryWindow bounds how long a request whose connect the upstream
+	// refused keeps trying to connect (Proxy.reconnect), within its own
+	// deadline (DefaultRetryWindow explains the default queue uses). 0
+	// means no retry: the request fails at once with 502.
+	RetryWindow time.Duration
 	// Timeout bounds the whole request, from the proxy's start (or an
 	// earlier deadline on the request's context) to the end of the
 	// response. 0 means none.
@@ -71,6 +76,7 @@ type Proxy struct {
 	idle    time.Duration
 	log     *slog.Logger
 	failing atomic.Bool // the last request failed at the upstream; logged on change only
+	outage  *outage     // refused connects, retried within RetryWindow; nil: none
 
 	tunnelMu sync.Mutex
 	tunnels  map[io.Closer]struct{}
@@ -82,9 +88,13 @@ func New(cfg Config) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
 		return nil, fmt.Errorf("upstream %q: want host:port", cfg.Upstream)
 	}
+	if cfg.RetryWindow < 0 {
+		return nil, fmt.Errorf("retry window %v: want 0 or more", cfg.RetryWindow)
+	}
 	p := &Proxy{
 		addr: cfg.Upstream, trust: cfg.Trust, log: cfg.Logger, tunnels: map[io.Closer]struct{}{},
 		timeout: cfg.Timeout, start: cfg.ResponseStartTimeout, idle: cfg.IdleTimeout,
+		outage: newOutage(cfg.RetryWindow),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -96,14 +106,27 @@ func New(cfg Config) (*Proxy, error) {
 	switch cfg.Protocol {
 	case "", HTTP1:
 		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes, cfg.IdleConnTimeout)
+		p.h1.outage = p.outage
 	case H2C:
 		// net/http's Transport speaks h2c with prior knowledge when
 		// UnencryptedHTTP2 is its only protocol (Go 1.24).
 		var protos http.Protocols
 		protos.SetUnencryptedHTTP2(true)
+		dialer := &net.Dialer{Timeout: dial}
 		p.h2 = &http.Transport{
-			Protocols:              &protos,
-			DialContext:            (&net.Dialer{Timeout: dial}).DialContext,
+			Protocols: &protos,
+			// The Transport dials on a goroutine of its own, detached from
+			// the request (it keeps the connection for others if the
+			// request leaves): a refused connect is retried in serveH2,
+			// on the request's goroutine and within its context, and the
+			// dial only tells the outage that the upstream is back.
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dialer.DialContext(ctx, network, addr)
+				if err == nil {
+					p.outage.up()
+				}
+				return c, err
+			},
 			MaxResponseHeaderBytes: int64(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
 			// The client's Accept-Encoding passes as it came; the Transport
 			// must neither add gzip nor decompress behind the client's back.

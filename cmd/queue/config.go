@@ -32,6 +32,7 @@ type Config struct {
 	ResponseStartTimeout time.Duration
 	IdleTimeout          time.Duration
 	UpstreamIdleTimeout  time.Duration // closes idle upstream HTTP/1.1 connections; 0: never
+	UpstreamRetryWindow  time.Duration // retries a refused upstream connect this long; 0: never
 	Probe                string
 	ProbePeriod          time.Duration
 	DrainQuietPeriod     time.Duration
@@ -151,6 +152,9 @@ func defaultConfig(knative bool) Config {
 	// Under the keep-alive timeouts of common app servers, so that the
 	// upstream rarely closes a connection first (proxy.DefaultIdleConnTimeout).
 	c.UpstreamIdleTimeout = proxy.DefaultIdleConnTimeout
+	// Long enough for an upstream that restarts to come back
+	// (proxy.DefaultRetryWindow).
+	c.UpstreamRetryWindow = proxy.DefaultRetryWindow
 	return c
 }
 
@@ -191,6 +195,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "limit the wait for the first response byte to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the time between two response writes to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.UpstreamIdleTimeout}, "upstream-idle-timeout", "close an upstream connection idle for `D`; 0 = never")
+	fs.Var(durationValue{&c.UpstreamRetryWindow}, "upstream-retry-window", "retry a connect the upstream refuses for up to `D` (a restart costs latency, not errors); 0 = never")
 	fs.Var(probeValue{&c.Probe}, "probe", "check the upstream's readiness with `SPEC`: tcp, http:/path, grpc or none")
 	fs.Var(durationValue{&c.ProbePeriod}, "probe-period", "probe once per `D`; 0 = fast while it matters (start, a failure, a waiting probe), backing off to once a second otherwise")
 	fs.Var(durationValue{&c.DrainQuietPeriod}, "drain-quiet-period", "after SIGTERM, serve until no request came for `D`; 0 = close the listeners at once")

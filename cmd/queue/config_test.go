@@ -56,6 +56,7 @@ func TestParseConfig(t *testing.T) {
 			}
 			if c.UpstreamProtocol != "http1" || c.Timeout != 300*time.Second || c.DrainTimeout != 300*time.Second ||
 				c.DrainQuietPeriod != 0 || c.MaxConnections != 10000 || c.Probe != "tcp" ||
+				c.UpstreamRetryWindow != 3*time.Second ||
 				c.LogFormat != "json" || c.LogLevel != "info" || c.KnativeMode {
 				t.Errorf("defaults wrong: %+v", c)
 			}
@@ -188,6 +189,24 @@ func TestParseConfig(t *testing.T) {
 			}
 			if c.DrainTimeout != 7*time.Second {
 				t.Errorf("DrainTimeout = %v, want --timeout", c.DrainTimeout)
+			}
+		},
+	}, {
+		name: "upstream retry window from the environment",
+		args: []string{"--upstream", ":8080"},
+		env:  map[string]string{"QUEUE_UPSTREAM_RETRY_WINDOW": "500ms"},
+		check: func(t *testing.T, c Config) {
+			if got, want := c.UpstreamRetryWindow, 500*time.Millisecond; got != want {
+				t.Errorf("UpstreamRetryWindow = %v, want %v", got, want)
+			}
+		},
+	}, {
+		name: "no upstream retry window",
+		args: []string{"--upstream", ":8080", "--upstream-retry-window", "0"},
+		env:  map[string]string{"QUEUE_UPSTREAM_RETRY_WINDOW": "500ms"},
+		check: func(t *testing.T, c Config) {
+			if c.UpstreamRetryWindow != 0 {
+				t.Errorf("UpstreamRetryWindow = %v, want 0: the flag wins", c.UpstreamRetryWindow)
 			}
 		},
 	}, {

@@ -200,6 +200,7 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.String("response_start_timeout", c.ResponseStartTimeout.String()),
 			slog.String("idle_timeout", c.IdleTimeout.String()),
 			slog.String("upstream_idle_timeout", c.UpstreamIdleTimeout.String()),
+			slog.String("upstream_retry_window", c.UpstreamRetryWindow.String()),
 			slog.String("probe", c.Probe),
 			slog.String("probe_period", c.ProbePeriod.String()),
 			slog.String("drain_quiet_period", c.DrainQuietPeriod.String()),

@@ -197,8 +197,8 @@ func TestTrailers(t *testing.T) {
 	})
 }
 
-// TestBadGateway: an upstream that refuses, or answers garbage, gives 502
-// with the status text only.
+// TestBadGateway: an upstream that refuses (past --upstream-retry-window),
+// or answers garbage, gives 502 with the status text only.
 func TestBadGateway(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -233,7 +233,7 @@ func TestBadGateway(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			q := startQueue(t, tt.upstream, "--upstream-protocol", tt.proto)
+			q := startQueue(t, tt.upstream, "--upstream-protocol", tt.proto, "--upstream-retry-window", "100ms")
 			for _, mode := range []string{modeH1, modeH2C} {
 				c, base := q.client(t, mode)
 				res, body := get(t, c, base+"/", nil)

@@ -89,6 +89,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		ResponseStartTimeout: cfg.ResponseStartTimeout,
 		IdleTimeout:          cfg.IdleTimeout,
 		IdleConnTimeout:      cfg.UpstreamIdleTimeout,
+		RetryWindow:          cfg.UpstreamRetryWindow,
 	})
 	if err != nil {
 		return nil, &ConfigError{msg: err.Error()}
