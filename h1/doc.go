@@ -1,6 +1,8 @@
 // Package h1 is queue's HTTP/1.1 wire code: a strict request-head parser
 // (RFC 9112), request body framing (length and chunked, with trailers), and
-// the serving engine that runs the request chain on each connection.
+// the serving engine that runs the request chain on each connection. Its
+// chunk decoder (ChunkDecoder), one loop over every chunk a buffer holds,
+// also reads the proxy's chunked responses.
 //
 // # The engine
 //

@@ -292,32 +292,76 @@ func TestParseContentLength(t *testing.T) {
 	}
 }
 
+// TestParseChunkSize is the chunk-size line's table (RFC 9112 section
+// 7.1), read strictly, as a request's is, and laxly, as the proxy reads
+// an upstream's response (ChunkDecoder.Lax).
 func TestParseChunkSize(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		in   string
-		want int64
-		ok   bool
+		in      string
+		want    int64
+		ok, lax bool // accepted strictly; accepted laxly
 	}{
-		{"0", 0, true},
-		{"a", 10, true},
-		{"FF", 255, true},
-		{"5;ext=1", 5, true},
-		{"5 ; ext=\"q\"", 5, true},
-		{"fffffffffffffff", 1<<60 - 1, true}, // 15 digits
-		{"0000000000000001", 0, false},       // 16 digits: refused, whatever their value
-		{"ffffffffffffffff", 0, false},
-		{"", 0, false},
-		{";ext", 0, false},
-		{"-1", 0, false},
-		{"0x5", 0, false},
-		{"5x", 0, false},
-		{"5;\x00", 0, false},
+		{"0", 0, true, true},
+		{"a", 10, true, true},
+		{"FF", 255, true, true},
+		{"1f", 31, true, true},
+		{"000a", 10, true, true},
+		{"fffffffffffffff", 1<<60 - 1, true, true}, // 15 digits
+		{"5;ext=1", 5, true, true},
+		{"5 ; ext=\"q\"", 5, true, true},
+		{"5;a;b=c", 5, true, true},
+		{"5\t;\ta\t=\tb", 5, true, true},
+		{"5;a=\"x\\\"y\"", 5, true, true},
+		{"5;a=\"\"", 5, true, true},
+		{"5;a=\"caf\xe9\"", 5, true, true},
+		{"1f \t; a=b;c", 31, true, true},
+
+		// RFC 9112 section 7.1.1 allows BWS only around ";" and "=".
+		{"5 ", 5, false, true},
+		{"5\t", 5, false, true},
+		{"5;a=b ", 5, false, true},
+		{"5;a ", 5, false, true},
+		{"1f  ", 31, false, true},
+		// An extension must have a name, a token; its value must be a
+		// token or a quoted-string.
+		{"5;", 5, false, true},
+		{"5;=x", 5, false, true},
+		{"5;a b", 5, false, true},
+		{"5;\"x\"", 5, false, true},
+		{"5;a=", 5, false, true},
+		{"5;a=@", 5, false, true},
+		{"5;a=\"x", 5, false, true},
+		{"5;a=\"x\"y", 5, false, true},
+		{"5;a=b;", 5, false, true},
+		{"5;;a", 5, false, true},
+
+		{"0000000000000001", 0, false, false}, // 16 digits: refused, whatever their value
+		{"ffffffffffffffff", 0, false, false},
+		{"1000000000000000", 0, false, false},
+		{"", 0, false, false},
+		{" ", 0, false, false},
+		{";ext", 0, false, false},
+		{" 1f", 0, false, false},
+		{"-1", 0, false, false},
+		{"+1", 0, false, false},
+		{"0x5", 0, false, false},
+		{"5x", 0, false, false},
+		{"1 f", 0, false, false},
+		{"1f\r", 0, false, false},
+		{"5;\x00", 0, false, false},
+		{"5;a=\x7f", 0, false, false},
 	}
 	for _, tt := range cases {
-		got, ok := parseChunkSize([]byte(tt.in))
-		if ok != tt.ok || ok && got != tt.want {
-			t.Errorf("parseChunkSize(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		for _, lax := range []bool{false, true} {
+			want := tt.ok
+			if lax {
+				want = tt.lax
+			}
+			got, ok := parseChunkSize([]byte(tt.in), lax)
+			if ok != want || ok && got != tt.want {
+				t.Errorf("parseChunkSize(%q, lax %v) = %d, %v; want %d, %v", tt.in, lax, got, ok, tt.want, want)
+			}
 		}
 	}
 }
