@@ -35,6 +35,12 @@
 // Server.Close shuts a connection's socket down rather than wait for a
 // session to end.
 //
+// A connection the engine closes while its client may still be sending (a
+// request refused, a body left unread) is closed in stages, as RFC 9112
+// section 9.6 asks: the sending side is shut down after the answer, and
+// what the client still sends is read and dropped until it closes, for a
+// second at most (lingerClose), so that the answer is not lost to a reset.
+//
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher per server, a timer armed only while requests
 // are in flight (Busy), which every 100 ms peeks at the connections whose

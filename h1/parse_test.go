@@ -57,6 +57,8 @@ func TestParse(t *testing.T) {
 		{name: "absolute form: the authority is the host", in: "GET http://b:8080/x HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", target: "http://b:8080/x", host: "b:8080"},
 		{name: "authority form", in: "CONNECT b:443 HTTP/1.1\r\nHost: a\r\n\r\n", method: "CONNECT", target: "b:443", host: "b:443"},
 		{name: "asterisk form", in: "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", method: "OPTIONS", target: "*", host: "a"},
+		{name: "empty Host, absolute form", in: "GET http://b/x HTTP/1.1\r\nHost:\r\n\r\n", method: "GET", target: "http://b/x", host: "b"},
+		{name: "method at the limit", in: strings.Repeat("M", maxMethod) + " / HTTP/1.1\r\nHost: a\r\n\r\n", method: strings.Repeat("M", maxMethod), target: "/", host: "a"},
 		{name: "target at the limit", in: "GET /" + strings.Repeat("a", 63) + " HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", target: "/" + strings.Repeat("a", 63), host: "a"},
 
 		{name: "target over the limit", in: "GET /" + strings.Repeat("a", 64) + " HTTP/1.1\r\nHost: a\r\n\r\n", status: 414},
@@ -69,6 +71,13 @@ func TestParse(t *testing.T) {
 		{name: "lower-case version", in: "GET / http/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "two spaces", in: "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "invalid method", in: "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "method over the limit", in: strings.Repeat("M", maxMethod+1) + " / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "asterisk form of GET", in: "GET * HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "asterisk form of POST", in: "POST * HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", status: 400},
+		{name: "empty Host", in: "GET / HTTP/1.1\r\nHost:\r\n\r\n", status: 400},
+		{name: "Host of spaces", in: "GET / HTTP/1.1\r\nHost:  \t\r\n\r\n", status: 400},
+		{name: "empty Host on HTTP/1.0", in: "GET / HTTP/1.0\r\nHost:\r\n\r\n", status: 400},
+		{name: "empty Host, asterisk form", in: "OPTIONS * HTTP/1.1\r\nHost:\r\n\r\n", status: 400},
 		{name: "bad escape in the path", in: "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "obs-text in the target", in: "GET /\xe9 HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
@@ -254,6 +263,9 @@ func TestStartsRequest(t *testing.T) {
 		{"GET / HTTP/x", false},
 		{"GET / HTTP/1.1 ", false},
 		{"GET / HTTP/1.1\n", false},
+		{strings.Repeat("M", maxMethod), true},
+		{strings.Repeat("M", maxMethod) + " /", true},
+		{strings.Repeat("M", maxMethod+1), false},
 	}
 	for _, tt := range cases {
 		if got, want := startsRequest([]byte(tt.in)), tt.want; got != want {
