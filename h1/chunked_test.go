@@ -17,7 +17,11 @@ import (
 // It returns the data and what follows the last chunk's line (the trailer
 // section, or what the caller would read next), or the error.
 func decodeAll(src string, step, room int) (data, rest string, err error) {
-	var d ChunkDecoder
+	return decodeWith(ChunkDecoder{}, src, step, room)
+}
+
+// decodeWith is decodeAll with the decoder d.
+func decodeWith(d ChunkDecoder, src string, step, room int) (data, rest string, err error) {
 	var buf []byte
 	out := make([]byte, room)
 	for fed := 0; ; {
@@ -52,6 +56,7 @@ func TestChunkDecoder(t *testing.T) {
 		in         string
 		data, rest string
 		err        bool
+		lax        bool // read with ChunkDecoder.Lax
 	}{
 		{name: "empty body", in: "0\r\n\r\n", rest: "\r\n"},
 		{name: "one chunk", in: "5\r\nhello\r\n0\r\n\r\n", data: "hello", rest: "\r\n"},
@@ -84,13 +89,21 @@ func TestChunkDecoder(t *testing.T) {
 		{name: "whitespace after an extension", in: "5;a=b \r\nhello\r\n0\r\n\r\n", err: true},
 		{name: "NUL in an extension", in: "5;a=\x00\r\nhello\r\n0\r\n\r\n", err: true},
 		{name: "last chunk with a space", in: "0 \r\n\r\n", err: true},
+
+		// Read laxly, as the proxy reads its upstream.
+		{name: "lax: bare LFs", in: "5\nhello\n0\n\r\n", data: "hello", rest: "\r\n", lax: true},
+		{name: "lax: whitespace after the size", in: "5 \t\r\nhello\r\n0 \r\n\r\n", data: "hello", rest: "\r\n", lax: true},
+		{name: "lax: any extension", in: "5;\r\nhello\r\n3;a b\r\nabc\r\n0\r\n\r\n", data: "helloabc", rest: "\r\n", lax: true},
+		{name: "lax: data longer than its size", in: "3\r\nhello\r\n0\r\n\r\n", lax: true, err: true},
+		{name: "lax: control character in an extension", in: "5;a=\x01\r\nhello\r\n0\r\n\r\n", lax: true, err: true},
+		{name: "lax: 16 hex digits", in: "0000000000000005\r\nhello\r\n0\r\n\r\n", lax: true, err: true},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			for step := 1; step <= len(tt.in); step++ {
 				for _, room := range []int{1, 3, 1 << 10} {
-					data, rest, err := decodeAll(tt.in, step, room)
+					data, rest, err := decodeWith(ChunkDecoder{Lax: tt.lax}, tt.in, step, room)
 					if tt.err {
 						if !errors.Is(err, errChunk) {
 							t.Fatalf("fed %d bytes at a time, %d of room: err = %v, want a chunk error", step, room, err)
