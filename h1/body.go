@@ -15,26 +15,17 @@ import (
 type body struct {
 	c       *conn
 	framing Framing
-	left    int64 // Length: bytes left; Chunked: bytes left in this chunk
-	state   chunkState
-	done    bool  // read to its end with valid framing
-	err     error // sticky
-	expect  bool  // a 100 Continue is owed before the first read
+	left    int64        // Length: bytes left
+	dec     ChunkDecoder // Chunked: the framing read so far
+	done    bool         // read to its end with valid framing
+	err     error        // sticky
+	expect  bool         // a 100 Continue is owed before the first read
 	trailer http.Header
 	tbytes  int // trailer bytes so far
 }
 
-type chunkState uint8
-
-const (
-	chunkSize    chunkState = iota // next: a chunk-size line
-	chunkData                      // in a chunk's data
-	chunkCRLF                      // next: the CRLF after a chunk's data
-	chunkTrailer                   // in the trailer section
-)
-
 func (b *body) reset(h *Head) {
-	b.framing, b.left, b.state, b.err, b.tbytes = h.Framing, h.ContentLength, chunkSize, nil, 0
+	b.framing, b.left, b.dec, b.err, b.tbytes = h.Framing, h.ContentLength, ChunkDecoder{}, nil, 0
 	b.done = h.Framing == NoBody
 	b.expect = h.Expect100 && !b.done
 	if b.trailer != nil {
@@ -151,79 +142,88 @@ func unexpected(err error) error {
 	return err
 }
 
-// readChunked reads data of a chunked body, parsing chunk heads and the
-// trailer section as it meets them.
+// readChunked reads data of a chunked body. One call decodes every chunk
+// the read buffer holds (ChunkDecoder), as much as p takes, and returns
+// what it has as soon as the buffer is used up: it waits for the socket
+// only when it has nothing to return yet. A body of small chunks thus
+// costs a read and a Read per buffer of framing, not per chunk
+// (BenchmarkChunkedBody). A chunk's data that is not buffered and fills p
+// is read straight into p, as readData does.
+//
+// A framing error fails the Read with nothing returned, even if chunks
+// before it were decoded in the same call: a body found malformed is not
+// to be passed on further.
 func (b *body) readChunked(p []byte) (int, error) {
+	c := b.c
+	n := 0
 	for {
-		switch b.state {
-		case chunkData:
-			n, err := b.readData(p)
-			if b.left == 0 {
-				b.state = chunkCRLF
+		if c.r < c.w {
+			if !b.dec.Trailers() {
+				m, used, err := b.dec.Decode(p[n:], (*c.rbuf)[c.r:c.w])
+				c.r += used
+				n += m
+				if err != nil {
+					return 0, err
+				}
 			}
-			if n > 0 || err != nil {
-				return n, err
+			if b.dec.Trailers() {
+				end, err := b.trailers()
+				if err != nil {
+					return 0, err
+				}
+				if end {
+					b.finish()
+					return n, io.EOF
+				}
 			}
-		case chunkSize:
-			line, err := b.line()
+			if n == len(p) {
+				return n, nil
+			}
+		}
+		// What the buffer holds is used, but for the start of a line.
+		if n > 0 {
+			if c.r == c.w && c.tcp != nil {
+				c.releaseRead() // hold no buffer while the caller sends on what it got
+			}
+			return n, nil
+		}
+		if left := b.dec.Left(); c.r == c.w && left >= bufSize && len(p) >= bufSize {
+			q := p[:min(int64(len(p)), left)]
+			m, err := c.readDirect(q)
+			b.dec.Skip(m)
 			if err != nil {
-				return 0, err
+				return m, unexpected(err)
 			}
-			size, ok := parseChunkSize(line)
-			if !ok {
-				return 0, fmt.Errorf("%w: chunk size", errChunk)
-			}
-			if size == 0 {
-				b.state = chunkTrailer
-				continue
-			}
-			b.left, b.state = size, chunkData
-		case chunkCRLF:
-			line, err := b.line()
-			if err != nil {
-				return 0, err
-			}
-			if len(line) != 0 {
-				return 0, fmt.Errorf("%w: data longer than its chunk size", errChunk)
-			}
-			b.state = chunkSize
-		case chunkTrailer:
-			line, err := b.line()
-			if err != nil {
-				return 0, err
-			}
-			if len(line) == 0 {
-				b.finish()
-				return 0, io.EOF
-			}
-			if err := b.addTrailer(line); err != nil {
-				return 0, err
-			}
+			return m, nil
+		}
+		if c.rbuf != nil && c.r == 0 && c.w == len(*c.rbuf) {
+			return 0, fmt.Errorf("%w: line too long", errChunk)
+		}
+		if err := c.fill(); err != nil {
+			return 0, unexpected(err)
 		}
 	}
 }
 
-// line returns the next line of the chunked framing without its CRLF. It
-// is valid until the next read. A bare LF or a line longer than the buffer
-// is an error.
-func (b *body) line() ([]byte, error) {
+// trailers reads the trailer section's lines that the buffer holds whole,
+// and reports whether it read the empty line that ends the section.
+func (b *body) trailers() (end bool, err error) {
 	c := b.c
 	for {
-		if c.rbuf != nil {
-			buf := (*c.rbuf)[c.r:c.w]
-			if i := indexByte(buf, '\n'); i >= 0 {
-				if i == 0 || buf[i-1] != '\r' {
-					return nil, fmt.Errorf("%w: bare LF", errChunk)
-				}
-				c.r += i + 1
-				return buf[:i-1], nil
-			}
-			if c.r == 0 && c.w == len(*c.rbuf) {
-				return nil, fmt.Errorf("%w: line too long", errChunk)
-			}
+		buf := (*c.rbuf)[c.r:c.w]
+		i := indexByte(buf, '\n')
+		if i < 0 {
+			return false, nil
 		}
-		if err := c.fill(); err != nil {
-			return nil, unexpected(err)
+		if i == 0 || buf[i-1] != '\r' {
+			return false, fmt.Errorf("%w: bare LF", errChunk)
+		}
+		c.r += i + 1
+		if i == 1 {
+			return true, nil
+		}
+		if err := b.addTrailer(buf[:i-1]); err != nil {
+			return false, err
 		}
 	}
 }
@@ -254,46 +254,6 @@ func (b *body) addTrailer(line []byte) error {
 	key := textproto.CanonicalMIMEHeaderKey(string(line[:colon]))
 	b.trailer[key] = append(b.trailer[key], string(value))
 	return nil
-}
-
-// parseChunkSize parses a chunk-size line (RFC 9112 section 7.1):
-// 1*HEXDIG, then optional extensions, which are ignored but must hold no
-// control characters. More than 15 hex digits overflow: refused.
-func parseChunkSize(line []byte) (int64, bool) {
-	i := 0
-	var n int64
-	for ; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			goto ext
-		}
-		if i == 15 {
-			return 0, false
-		}
-		n = n<<4 | int64(c)
-	}
-ext:
-	if i == 0 {
-		return 0, false
-	}
-	rest := line[i:]
-	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
-		rest = rest[1:] // BWS
-	}
-	if len(rest) > 0 && rest[0] != ';' {
-		return 0, false
-	}
-	if !validValue(rest) {
-		return 0, false
-	}
-	return n, true
 }
 
 // consume deals with what the handler left of the body, once it has

@@ -73,6 +73,10 @@ type conn struct {
 	rn         int
 	rerr       error
 	peekBuf    [1]byte
+
+	// linger is set when the connection is to close while the client may
+	// still be sending: a request refused, a body left unread (close).
+	linger bool
 }
 
 // reqState is the part of a connection that serves its requests
@@ -172,7 +176,48 @@ func (c *conn) serve() {
 		}
 	}
 	if c.state.Load() != stateGone {
+		if c.linger || c.rbuf != nil && c.r < c.w {
+			c.lingerClose()
+		}
 		c.closeConn()
+	}
+}
+
+// lingerTime bounds how long a connection closing under a client that may
+// still be sending is read and drained (lingerClose): the last response
+// has reached a client on loopback or a pod network long before, and a
+// client cannot hold the connection longer by sending on.
+const lingerTime = time.Second
+
+// lingerClose is the first half of closing a connection whose client may
+// still be sending (a refused request with more bytes behind it, a body
+// left unread): a socket closed with bytes unread answers them with a
+// reset, and a client whose kernel takes the reset before its program has
+// read the response loses the response too (RFC 9112 section 9.6: close
+// in stages; nginx's lingering_close, net/http's closeWriteAndWait). So
+// the writing side is shut down first (the client reads the response, then
+// end of file), and what the client still sends is read and dropped until
+// it closes, or for lingerTime at most; closeConn follows. Server.Shutdown
+// and Close end it sooner: the connection is idle, serving nothing more.
+func (c *conn) lingerClose() {
+	c.releaseRead()
+	tc, ok := c.closer.Conn.(*net.TCPConn) // under TLS too: the socket itself
+	if !ok || !c.state.CompareAndSwap(stateActive, stateIdle) {
+		return
+	}
+	if t, ok := c.nc.(*tls.Conn); ok {
+		t.CloseWrite() // close_notify: the response was whole
+	}
+	if tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(lingerTime))
+	buf := getBuf(bufSize)
+	defer putBuf(buf)
+	for {
+		if _, err := tc.Read(*buf); err != nil {
+			return
+		}
 	}
 }
 
@@ -380,10 +425,11 @@ func (c *conn) shrink() {
 
 // startsRequest reports whether b, an incomplete head, may be the start of
 // a request, after the empty lines a server ignores (RFC 9112 section
-// 2.2): as far as it goes, a method, SP, a target, SP and "HTTP/" DIGIT "."
-// DIGIT CRLF, so that bytes that cannot start a request line are refused
-// as soon as they come, not when the header timeout ends. The fields after
-// a complete request line are judged once the head is complete.
+// 2.2): as far as it goes, a method (of at most maxMethod bytes), SP, a
+// target, SP and "HTTP/" DIGIT "." DIGIT CRLF, so that bytes that cannot
+// start a request line are refused as soon as they come, not when the
+// header timeout ends. The fields after a complete request line are judged
+// once the head is complete.
 func startsRequest(b []byte) bool {
 	for len(b) >= 2 && b[0] == '\r' && b[1] == '\n' {
 		b = b[2:]
@@ -394,6 +440,9 @@ func startsRequest(b []byte) bool {
 	i := 0
 	for i < len(b) && isTchar(b[i]) {
 		i++
+	}
+	if i > maxMethod {
+		return false
 	}
 	if i == len(b) {
 		return true
@@ -671,11 +720,15 @@ func (c *conn) run() bool {
 		return false
 	}
 	keep := c.res.finish()
-	if !c.body.consume() {
+	consumed := c.body.consume()
+	if !consumed {
 		keep = false // the rest of the body is not worth reading
 	}
 	if !c.res.refused && c.glitches > 0 {
 		c.glitches-- // a request served takes one glitch back
+	}
+	if !keep && (!consumed || c.res.status >= 400) {
+		c.linger = true // the client may be sending on: see lingerClose
 	}
 	return keep && c.ctx.Err() == nil && !c.s.shutdown.Load()
 }
@@ -697,9 +750,12 @@ func (c *conn) runHandler() (aborted bool) {
 }
 
 // writeError answers a request the engine refuses itself, and the
-// connection closes after it. A 4xx is a glitch (Server.Glitches): one
-// that ends its connection by itself.
+// connection closes after it, lingering (lingerClose): every caller
+// returns to close it, so that nothing after a refused request is read as
+// another. A 4xx is a glitch (Server.Glitches): one that ends its
+// connection by itself.
 func (c *conn) writeError(code int) {
+	c.linger = true
 	if code >= 400 && code < 500 {
 		c.s.glitches.Add(1)
 	}

@@ -1,6 +1,8 @@
 // Package h1 is queue's HTTP/1.1 wire code: a strict request-head parser
 // (RFC 9112), request body framing (length and chunked, with trailers), and
-// the serving engine that runs the request chain on each connection.
+// the serving engine that runs the request chain on each connection. Its
+// chunk decoder (ChunkDecoder), one loop over every chunk a buffer holds,
+// also reads the proxy's chunked responses.
 //
 // # The engine
 //
@@ -37,6 +39,12 @@
 // handler's Refuse, the engine's own answer to a malformed head): past
 // MaxGlitches the response carries "Connection: close" (Server.Glitches
 // has the counts).
+//
+// A connection the engine closes while its client may still be sending (a
+// request refused, a body left unread) is closed in stages, as RFC 9112
+// section 9.6 asks: the sending side is shut down after the answer, and
+// what the client still sends is read and dropped until it closes, for a
+// second at most (lingerClose), so that the answer is not lost to a reset.
 //
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher per server, a timer armed only while requests

@@ -16,7 +16,9 @@ import (
 // the request line are not given to net/http at all: see differential).
 // The reverse, net/http accepts and ours refuses, is expected, ours being
 // the stricter: bare LF, obs-fold, HTTP/1.x versions other than 1.0 and
-// 1.1, a missing Host on HTTP/1.1, a Host that is not uri-host[:port],
+// 1.1, a missing Host on HTTP/1.1, a Host that is not uri-host[:port], an
+// empty Host with a target that has no authority, the asterisk-form
+// target of a method other than OPTIONS, a method over 32 bytes,
 // Transfer-Encoding on HTTP/1.0 or with Content-Length, codings other
 // than chunked, 19-digit lengths, non-ASCII targets, more than 100
 // fields, and Expect values other than 100-continue.

@@ -23,6 +23,19 @@ type Limits struct {
 	MaxFields int
 }
 
+// maxMethod bounds a request method: the longest registered ones (IANA's
+// HTTP Method Registry) are 17 bytes ("UPDATEREDIRECTREF"), so a longer
+// method than this is no method a server knows, only bytes of a request
+// line spent on nothing. It is answered 400, like any malformed request
+// line, not 501 (RFC 9110 section 9.1: a method the server does not
+// implement): queue passes methods it does not know to the upstream, and
+// one this long is not a method refused but a request line refused.
+// nginx has no bound of its own (its method is bounded by the request
+// line's buffer, 414 past it, and a method byte other than A-Z, "_" or
+// "-" is 400), nor HAProxy, whose method is any token that fits its
+// buffer.
+const maxMethod = 32
+
 func (l Limits) head() int   { return orDefault(l.MaxHeadBytes, 64<<10) }
 func (l Limits) target() int { return orDefault(l.MaxTargetBytes, 8<<10) }
 func (l Limits) fields() int { return orDefault(l.MaxFields, 100) }
@@ -55,6 +68,7 @@ var (
 	errBareCR         = badRequest("CR not followed by LF")
 	errRequestLine    = badRequest("malformed request line")
 	errMethod         = badRequest("invalid method")
+	errMethodTooLong  = badRequest("method over the limit")
 	errTarget         = badRequest("invalid request target")
 	errVersion        = badRequest("malformed HTTP version")
 	errFieldName      = badRequest("invalid field name")
@@ -64,6 +78,8 @@ var (
 	errNoHost         = badRequest("missing Host")
 	errTwoHosts       = badRequest("repeated Host")
 	errBadHost        = badRequest("invalid Host")
+	errEmptyHost      = badRequest("empty Host with no authority in the target")
+	errAsterisk       = badRequest("asterisk-form target of a method other than OPTIONS")
 	errContentLength  = badRequest("malformed or differing Content-Length")
 	errCLandTE        = badRequest("Content-Length with Transfer-Encoding")
 	errTENotChunked   = badRequest("Transfer-Encoding does not end in chunked")
@@ -180,6 +196,9 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 			return errMethod
 		}
 	}
+	if len(method) > maxMethod {
+		return errMethodTooLong
+	}
 	line = line[sp1+1:]
 	sp2 := indexByte(line, ' ')
 	if sp2 < 0 {
@@ -264,6 +283,15 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 			}
 			if !validHost(value) {
 				return errBadHost
+			}
+			if len(value) == 0 && r.URL.Host == "" {
+				// RFC 9112 section 3.2: Host may be empty only when the
+				// target has no authority to give, and an origin-form or
+				// asterisk-form target takes its authority from Host; an
+				// http URI with an empty host is invalid (RFC 9110
+				// section 4.2.1), and a server MUST answer an invalid
+				// Host with 400.
+				return errEmptyHost
 			}
 			r.Host = v
 			continue // net/http's convention: Host lives in r.Host only
@@ -422,6 +450,11 @@ func (q *request) setURL(target string) *Error {
 	if target[0] != '/' {
 		authority := q.r.Method == http.MethodConnect
 		if target == "*" && !authority {
+			// RFC 9112 section 3.2.4: the asterisk-form is only for a
+			// server-wide OPTIONS.
+			if q.r.Method != http.MethodOptions {
+				return errAsterisk
+			}
 			u.Path = "*"
 			return nil
 		}

@@ -57,6 +57,8 @@ func TestParse(t *testing.T) {
 		{name: "absolute form: the authority is the host", in: "GET http://b:8080/x HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", target: "http://b:8080/x", host: "b:8080"},
 		{name: "authority form", in: "CONNECT b:443 HTTP/1.1\r\nHost: a\r\n\r\n", method: "CONNECT", target: "b:443", host: "b:443"},
 		{name: "asterisk form", in: "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", method: "OPTIONS", target: "*", host: "a"},
+		{name: "empty Host, absolute form", in: "GET http://b/x HTTP/1.1\r\nHost:\r\n\r\n", method: "GET", target: "http://b/x", host: "b"},
+		{name: "method at the limit", in: strings.Repeat("M", maxMethod) + " / HTTP/1.1\r\nHost: a\r\n\r\n", method: strings.Repeat("M", maxMethod), target: "/", host: "a"},
 		{name: "target at the limit", in: "GET /" + strings.Repeat("a", 63) + " HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", target: "/" + strings.Repeat("a", 63), host: "a"},
 
 		{name: "target over the limit", in: "GET /" + strings.Repeat("a", 64) + " HTTP/1.1\r\nHost: a\r\n\r\n", status: 414},
@@ -69,6 +71,13 @@ func TestParse(t *testing.T) {
 		{name: "lower-case version", in: "GET / http/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "two spaces", in: "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "invalid method", in: "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "method over the limit", in: strings.Repeat("M", maxMethod+1) + " / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "asterisk form of GET", in: "GET * HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "asterisk form of POST", in: "POST * HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", status: 400},
+		{name: "empty Host", in: "GET / HTTP/1.1\r\nHost:\r\n\r\n", status: 400},
+		{name: "Host of spaces", in: "GET / HTTP/1.1\r\nHost:  \t\r\n\r\n", status: 400},
+		{name: "empty Host on HTTP/1.0", in: "GET / HTTP/1.0\r\nHost:\r\n\r\n", status: 400},
+		{name: "empty Host, asterisk form", in: "OPTIONS * HTTP/1.1\r\nHost:\r\n\r\n", status: 400},
 		{name: "bad escape in the path", in: "GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "obs-text in the target", in: "GET /\xe9 HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
@@ -254,6 +263,9 @@ func TestStartsRequest(t *testing.T) {
 		{"GET / HTTP/x", false},
 		{"GET / HTTP/1.1 ", false},
 		{"GET / HTTP/1.1\n", false},
+		{strings.Repeat("M", maxMethod), true},
+		{strings.Repeat("M", maxMethod) + " /", true},
+		{strings.Repeat("M", maxMethod+1), false},
 	}
 	for _, tt := range cases {
 		if got, want := startsRequest([]byte(tt.in)), tt.want; got != want {
@@ -292,32 +304,76 @@ func TestParseContentLength(t *testing.T) {
 	}
 }
 
+// TestParseChunkSize is the chunk-size line's table (RFC 9112 section
+// 7.1), read strictly, as a request's is, and laxly, as the proxy reads
+// an upstream's response (ChunkDecoder.Lax).
 func TestParseChunkSize(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		in   string
-		want int64
-		ok   bool
+		in      string
+		want    int64
+		ok, lax bool // accepted strictly; accepted laxly
 	}{
-		{"0", 0, true},
-		{"a", 10, true},
-		{"FF", 255, true},
-		{"5;ext=1", 5, true},
-		{"5 ; ext=\"q\"", 5, true},
-		{"fffffffffffffff", 1<<60 - 1, true}, // 15 digits
-		{"0000000000000001", 0, false},       // 16 digits: refused, whatever their value
-		{"ffffffffffffffff", 0, false},
-		{"", 0, false},
-		{";ext", 0, false},
-		{"-1", 0, false},
-		{"0x5", 0, false},
-		{"5x", 0, false},
-		{"5;\x00", 0, false},
+		{"0", 0, true, true},
+		{"a", 10, true, true},
+		{"FF", 255, true, true},
+		{"1f", 31, true, true},
+		{"000a", 10, true, true},
+		{"fffffffffffffff", 1<<60 - 1, true, true}, // 15 digits
+		{"5;ext=1", 5, true, true},
+		{"5 ; ext=\"q\"", 5, true, true},
+		{"5;a;b=c", 5, true, true},
+		{"5\t;\ta\t=\tb", 5, true, true},
+		{"5;a=\"x\\\"y\"", 5, true, true},
+		{"5;a=\"\"", 5, true, true},
+		{"5;a=\"caf\xe9\"", 5, true, true},
+		{"1f \t; a=b;c", 31, true, true},
+
+		// RFC 9112 section 7.1.1 allows BWS only around ";" and "=".
+		{"5 ", 5, false, true},
+		{"5\t", 5, false, true},
+		{"5;a=b ", 5, false, true},
+		{"5;a ", 5, false, true},
+		{"1f  ", 31, false, true},
+		// An extension must have a name, a token; its value must be a
+		// token or a quoted-string.
+		{"5;", 5, false, true},
+		{"5;=x", 5, false, true},
+		{"5;a b", 5, false, true},
+		{"5;\"x\"", 5, false, true},
+		{"5;a=", 5, false, true},
+		{"5;a=@", 5, false, true},
+		{"5;a=\"x", 5, false, true},
+		{"5;a=\"x\"y", 5, false, true},
+		{"5;a=b;", 5, false, true},
+		{"5;;a", 5, false, true},
+
+		{"0000000000000001", 0, false, false}, // 16 digits: refused, whatever their value
+		{"ffffffffffffffff", 0, false, false},
+		{"1000000000000000", 0, false, false},
+		{"", 0, false, false},
+		{" ", 0, false, false},
+		{";ext", 0, false, false},
+		{" 1f", 0, false, false},
+		{"-1", 0, false, false},
+		{"+1", 0, false, false},
+		{"0x5", 0, false, false},
+		{"5x", 0, false, false},
+		{"1 f", 0, false, false},
+		{"1f\r", 0, false, false},
+		{"5;\x00", 0, false, false},
+		{"5;a=\x7f", 0, false, false},
 	}
 	for _, tt := range cases {
-		got, ok := parseChunkSize([]byte(tt.in))
-		if ok != tt.ok || ok && got != tt.want {
-			t.Errorf("parseChunkSize(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		for _, lax := range []bool{false, true} {
+			want := tt.ok
+			if lax {
+				want = tt.lax
+			}
+			got, ok := parseChunkSize([]byte(tt.in), lax)
+			if ok != want || ok && got != tt.want {
+				t.Errorf("parseChunkSize(%q, lax %v) = %d, %v; want %d, %v", tt.in, lax, got, ok, tt.want, want)
+			}
 		}
 	}
 }

@@ -262,10 +262,6 @@ func keepAliveTimeout(v string) time.Duration {
 // delimited and then refused by the parser, not waited on.
 func HeadEnd(b []byte) int { return headEnd(b) }
 
-// ParseChunkSize parses a chunk-size line without its CRLF (RFC 9112
-// section 7.1); extensions are checked for control characters and ignored.
-func ParseChunkSize(line []byte) (int64, bool) { return parseChunkSize(line) }
-
 // ParseContentLength parses a Content-Length value: 1*DIGIT, or a list of
 // equal such values (RFC 9110 section 8.6), up to 18 digits.
 func ParseContentLength(v string) (int64, bool) { return parseContentLength(v) }

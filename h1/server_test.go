@@ -31,6 +31,12 @@ func startServer(t *testing.T, s *Server) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	return serveOn(t, s, ln)
+}
+
+// serveOn is startServer on a listener of the test's.
+func serveOn(t *testing.T, s *Server, ln net.Listener) string {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -309,6 +315,10 @@ func TestServeRules(t *testing.T) {
 		{name: "request line with an extra field", in: "GET / HTTP/1.1 x\r\nHost: a\r\n\r\n", status: 400, closed: true},
 		{name: "request line with tabs", in: "GET\t/\tHTTP/1.1\r\nHost: a\r\n\r\n", status: 400, closed: true},
 		{name: "garbage request line", in: "GARBAGE\r\n\r\n", status: 400, closed: true},
+		{name: "asterisk form of GET", in: "GET * HTTP/1.1\r\nHost: a\r\n\r\n", status: 400, closed: true},
+		{name: "asterisk form of OPTIONS", in: "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", status: 200, saw: "OPTIONS * a"},
+		{name: "method at the limit", in: strings.Repeat("M", maxMethod) + " / HTTP/1.1\r\nHost: a\r\n\r\n", status: 200, saw: strings.Repeat("M", maxMethod) + " / a"},
+		{name: "method over the limit", in: strings.Repeat("M", maxMethod+1) + " / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400, closed: true},
 		{name: "TLS record", in: "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", status: 400, closed: true},
 		{name: "target over the limit", in: "GET /" + strings.Repeat("a", 600) + " HTTP/1.1\r\nHost: a\r\n\r\n", status: 414, closed: true},
 		{name: "head over the limit", in: withField("X-A: " + strings.Repeat("a", 3000)), status: 431, closed: true},
@@ -338,7 +348,8 @@ func TestServeRules(t *testing.T) {
 		{name: "two Host lines", in: get + "Host: b\r\n\r\n", status: 400, closed: true},
 		{name: "two equal Host lines", in: get + "Host: a\r\n\r\n", status: 400, closed: true},
 		{name: "Host with a space", in: "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", status: 400, closed: true},
-		{name: "empty Host", in: "GET / HTTP/1.1\r\nHost:\r\n\r\n", status: 200, saw: "GET / "},
+		{name: "empty Host", in: "GET / HTTP/1.1\r\nHost:\r\n\r\n", status: 400, closed: true},
+		{name: "empty Host, asterisk form", in: "OPTIONS * HTTP/1.1\r\nHost:\r\n\r\n", status: 400, closed: true},
 		{name: "HTTP/1.0 without Host", in: "GET / HTTP/1.0\r\n\r\n", status: 200, saw: "GET / ", closed: true},
 
 		// Content-Length.
@@ -381,6 +392,20 @@ func TestServeRules(t *testing.T) {
 		{name: "CR inside a chunk-size line", in: te + "3\rx\r\nabc\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
 		{name: "chunk data longer than its size", in: te + "3\r\nabcdef\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
 		{name: "control character in a trailer", in: te + "0\r\nX-T: a\x00\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		// RFC 9112 section 7.1.1: chunk-ext = *( BWS ";" BWS name [ BWS
+		// "=" BWS value ] ), name a token, value a token or a
+		// quoted-string; BWS nowhere else.
+		{name: "chunk extensions with BWS around ; and =", in: te + "5 ;\ta = \"x;y\" ; b\r\nhello\r\n0\r\n\r\n", status: 200, saw: "POST / a", body: "hello"},
+		{name: "empty chunk extension", in: te + "5;\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "chunk extension without a name", in: te + "5;=x\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "chunk extension name with a space", in: te + "5;a b\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "quoted chunk extension name", in: te + "5;\"x\"\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "chunk extension value not a token", in: te + "5;a=@\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "chunk extension value unterminated", in: te + "5;a=\"x\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "space after the chunk size", in: te + "5 \r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "tab after the chunk size", in: te + "5\t\r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "whitespace after a chunk extension", in: te + "5;a=b \r\nhello\r\n0\r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
+		{name: "space after the last chunk's size", in: te + "0 \r\n\r\n", status: 400, saw: "POST / a", bodyErr: true, closed: true},
 
 		// Expect.
 		{name: "Expect 100-continue with the body sent", in: post + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello", status: 200, saw: "POST / a", body: "hello", check: infoIs(100)},
@@ -493,6 +518,82 @@ func TestServeRules(t *testing.T) {
 				if got, want := s.body, tt.body; got != want {
 					t.Errorf("handler read body %q, want %q", got, want)
 				}
+			}
+		})
+	}
+}
+
+// bufferSize is a dialer's or listener's Control that sets a socket's
+// SO_SNDBUF or SO_RCVBUF (opt) to n before it connects: an accepted
+// socket takes its listener's.
+func bufferSize(opt, n int) func(_, _ string, rc syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, n) })
+		return errors.Join(err, serr)
+	}
+}
+
+// TestRefusedThenMore: a request the server refuses and closes on, with
+// more bytes behind it than the server reads, while a response before it
+// is still on its way: the client reads slowly (a small receive buffer),
+// so most of a 100 KiB response still waits in the server's send buffer
+// when the refusal is written behind it. A socket closed with bytes
+// unread answers them with a reset and drops what it had still to send:
+// the client gets part of the first response, then the reset, and never
+// the 400. The answers arrive whole only if the server shuts its side down
+// first and reads what comes until the client closes (lingerClose).
+func TestRefusedThenMore(t *testing.T) {
+	t.Parallel()
+	const more = 128 << 10 // more than the server's one read of 64 KiB
+	cases := []struct {
+		name   string
+		in     string
+		status int
+	}{
+		{name: "malformed head", in: "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", status: 400},
+		{name: "method over the limit", in: strings.Repeat("M", maxMethod+1) + " / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400},
+		{name: "malformed chunk", in: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;\r\nhello\r\n", status: 400},
+		{name: "body left unread", in: "POST /noread HTTP/1.1\r\nHost: a\r\nContent-Length: " + strconv.Itoa(4*more) + "\r\n\r\n", status: 200},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			lc := net.ListenConfig{Control: bufferSize(syscall.SO_SNDBUF, 1<<20)}
+			ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := serveOn(t, &Server{Handler: &recorder{}}, ln)
+			d := net.Dialer{Timeout: failAfter, Control: func(network, address string, rc syscall.RawConn) error {
+				return errors.Join(bufferSize(syscall.SO_SNDBUF, 1<<20)(network, address, rc), bufferSize(syscall.SO_RCVBUF, 4<<10)(network, address, rc))
+			}}
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(failAfter))
+			in := "GET /big HTTP/1.1\r\nHost: a\r\n\r\n" + tt.in + strings.Repeat("x", more)
+			if _, err := io.WriteString(c, in); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			br := bufio.NewReader(c)
+			x, err := readReply(br, http.MethodGet)
+			if err != nil {
+				t.Fatalf("the first response was cut: %v", err)
+			}
+			if got, want := len(x.body), 100<<10; got != want {
+				t.Fatalf("the first response has %d bytes, want %d", got, want)
+			}
+			if x, err = readReply(br, http.MethodPost); err != nil {
+				t.Fatalf("the second response was lost: %v", err)
+			}
+			if got, want := x.res.StatusCode, tt.status; got != want {
+				t.Errorf("status = %d, want %d", got, want)
+			}
+			if !closedByPeer(t, c, br) {
+				t.Errorf("connection left open, want it closed")
 			}
 		})
 	}

@@ -19,7 +19,11 @@ import (
 func (c *h1Conn) copyResponse(w http.ResponseWriter, rh *respHead, deadline time.Time, idle time.Duration) error {
 	w.WriteHeader(rh.Status)
 	f, _ := w.(http.Flusher)
-	cp := copier{c: c, w: w, rw: w, f: f, dirty: true, deadline: deadline, idle: idle}
+	// The copier lives in the connection: Read calls it back through
+	// flushFirst (Flush), and a copier of the stack's would escape there,
+	// an allocation a response.
+	cp := &c.cp
+	*cp = copier{c: c, w: w, rw: w, f: f, dirty: true, deadline: deadline, idle: idle}
 	defer cp.release()
 	return cp.body(w, rh)
 }
@@ -41,12 +45,24 @@ func (cp *copier) body(w http.ResponseWriter, rh *respHead) error {
 // client. It flushes the client's response only when the next read would
 // wait on the upstream, so a 1 KiB response goes out in the one write that
 // net/http makes when the handler returns, and a stream (server-sent events,
-// a long poll) goes out as the upstream writes it.
+// a long poll) goes out as the upstream writes it. One lives in each
+// h1Conn, for the exchange it carries.
 type copier struct {
 	c     *h1Conn
 	w     io.Writer
 	f     http.Flusher
 	dirty bool // written to w since the last flush
+
+	// A chunked body is decoded into the copy buffer: out is what it
+	// holds for the client, written when it is full or when a read is
+	// about to wait for the upstream (Flush); werr is that write's error.
+	// While waiting is set, that read fills the read buffer, not the copy
+	// buffer, and Flush gives the copy buffer back: a stream that idles
+	// between events holds none.
+	dec     h1.ChunkDecoder
+	out     []byte
+	werr    error
+	waiting bool
 
 	deadline time.Time     // the whole request's, or zero
 	idle     time.Duration // the most between two reads, or 0
@@ -57,17 +73,18 @@ type copier struct {
 	buf     *[]byte // the copy buffer for large bodies, while held
 }
 
-// release gives back the copy buffer and clears the client's write
-// deadline if it was armed.
+// release gives back the copy buffer, clears the client's write deadline
+// if it was armed, and lets go of the client's writer: the connection
+// outlives the exchange.
 func (cp *copier) release() {
 	cp.c.flushFirst, cp.c.flushed = nil, false
 	if cp.buf != nil {
 		h1.PutBuffer(cp.buf)
-		cp.buf = nil
 	}
 	if cp.armed {
 		http.NewResponseController(cp.rw).SetWriteDeadline(time.Time{})
 	}
+	*cp = copier{}
 }
 
 // wrote counts body bytes and arms the client's write deadline once the
@@ -122,12 +139,44 @@ func (cp *copier) fill() error {
 	return err
 }
 
-// flushIfWaiting has the next read flush what was written to the client
-// if that read has to wait for the upstream (h1Conn.Read).
+// flushIfWaiting has the next read write out what the copy buffer holds
+// and flush what was written to the client, if that read has to wait for
+// the upstream (h1Conn.Read calls Flush).
 func (cp *copier) flushIfWaiting() {
-	if cp.dirty && cp.f != nil {
-		cp.c.flushFirst = cp.f
+	if cp.dirty && cp.f != nil || len(cp.out) > 0 {
+		cp.c.flushFirst = cp
 	}
+}
+
+// Flush writes what the copy buffer holds for the client and flushes the
+// client's response, for a read that is about to wait for the upstream.
+// A failed write is kept in werr for the copy to return.
+func (cp *copier) Flush() {
+	if err := cp.writeOut(); err != nil {
+		cp.werr = err
+		return
+	}
+	if cp.waiting && cp.buf != nil {
+		h1.PutBuffer(cp.buf)
+		cp.buf, cp.out = nil, nil
+	}
+	if cp.f != nil {
+		cp.f.Flush()
+	}
+}
+
+// writeOut writes what the copy buffer holds for the client.
+func (cp *copier) writeOut() error {
+	if len(cp.out) == 0 {
+		return nil
+	}
+	m, err := cp.w.Write(cp.out)
+	cp.out = cp.out[:0]
+	cp.wrote(m)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	return nil
 }
 
 // flushDone notes whether the read flushed.
@@ -200,32 +249,81 @@ func (cp *copier) untilEOF() error {
 }
 
 // chunked decodes a chunked body (RFC 9112 section 7.1) and passes its
-// trailers on through h with http.TrailerPrefix.
+// trailers on through h with http.TrailerPrefix. The framing is decoded
+// in one loop over all that the read buffer holds (h1.ChunkDecoder), the
+// data into the copy buffer, which goes to the client when it is full or
+// when the next read would wait for the upstream (Flush): a body of many
+// small chunks goes out in writes of up to the copy buffer (one chunk
+// each to an HTTP/1.1 client, DATA frames to an HTTP/2 one), and a stream
+// of events still goes out event by event, as the upstream pauses between
+// them. The upstream's framing is read laxly (h1.ChunkDecoder.Lax).
 func (cp *copier) chunked(h http.Header) error {
 	br := cp.c.br
+	cp.dec = h1.ChunkDecoder{Lax: true}
 	for {
-		if err := cp.fill(); err != nil {
-			return fmt.Errorf("read chunk: %w", noEOF(err))
+		if br.Buffered() > 0 {
+			if cp.buf == nil {
+				cp.buf = h1.GetBuffer(copyBufSize)
+				cp.out = (*cp.buf)[:0]
+			}
+			src, _ := br.Peek(br.Buffered())
+			out := cp.out
+			n, used, err := cp.dec.Decode(out[len(out):cap(out)], src)
+			br.Discard(used)
+			cp.out = out[:len(out)+n]
+			if err != nil {
+				return fmt.Errorf("%w: %w", errBadResponse, err)
+			}
+			if cp.dec.Trailers() {
+				if err := cp.writeOut(); err != nil {
+					return err
+				}
+				cp.flushIfWaiting()
+				err := cp.trailers(h)
+				cp.flushDone()
+				return err
+			}
+			if len(cp.out) == cap(cp.out) {
+				if err := cp.writeOut(); err != nil {
+					return err
+				}
+				continue
+			}
+			if br.Buffered() == br.Size() {
+				return fmt.Errorf("%w: chunk line too long", errBadResponse)
+			}
 		}
-		line, err := readLine(br)
+		// All that was read is decoded, but for the start of a line.
+		if left := cp.dec.Left(); left >= directRead && br.Buffered() == 0 {
+			// A large chunk: its data is read straight into the copy
+			// buffer, once that is written out.
+			if err := cp.writeOut(); err != nil {
+				return err
+			}
+			m, err := cp.direct(left)
+			cp.out = (*cp.buf)[:0]
+			cp.dec.Skip(m)
+			if err != nil {
+				if errors.Is(err, errClientGone) {
+					return err
+				}
+				return fmt.Errorf("read response body: %w", noEOF(err))
+			}
+			continue
+		}
+		if cp.idle > 0 {
+			cp.c.setReadDeadline(earliest(cp.deadline, cp.idle))
+		}
+		cp.flushIfWaiting()
+		cp.waiting = true
+		_, err := br.Peek(br.Buffered() + 1)
+		cp.waiting = false
+		cp.flushDone()
+		if cp.werr != nil {
+			return cp.werr
+		}
 		if err != nil {
-			return err
-		}
-		size, ok := h1.ParseChunkSize(line)
-		if !ok {
-			return fmt.Errorf("%w: chunk size", errBadResponse)
-		}
-		if size == 0 {
-			return cp.trailers(h)
-		}
-		if err := cp.n(size); err != nil {
-			return err
-		}
-		if err := cp.fill(); err != nil {
 			return fmt.Errorf("read chunk: %w", noEOF(err))
-		}
-		if line, err := readLine(br); err != nil || len(line) != 0 {
-			return fmt.Errorf("%w: chunk end", errBadResponse)
 		}
 	}
 }

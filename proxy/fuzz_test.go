@@ -5,11 +5,9 @@ import (
 	"net/http"
 	"net/textproto"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
 	"golang.org/x/net/http/httpguts"
 )
@@ -112,40 +110,6 @@ func FuzzParseHead(f *testing.F) {
 			if _, ok := resp.Header[k]; !ok {
 				t.Errorf("header %s = %q, net/http has none", k, got)
 			}
-		}
-	})
-}
-
-// FuzzChunkSize checks parseChunkSize against strconv.ParseInt for plain hex
-// numbers of up to 15 digits, and that whatever it accepts is such a number
-// optionally followed by whitespace and an extension.
-func FuzzChunkSize(f *testing.F) {
-	f.Add("0")
-	f.Add("1f")
-	f.Add("fffffffffffffff")
-	f.Add("A;ext=1")
-	f.Add("0000000000000001")
-	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := h1.ParseChunkSize([]byte(s))
-		hex := len(s) > 0 && len(s) <= 15 && strings.Trim(s, "0123456789abcdefABCDEF") == ""
-		if hex {
-			want, err := strconv.ParseInt(s, 16, 64)
-			if err != nil {
-				t.Fatalf("ParseInt(%q) error = %v", s, err)
-			}
-			if !ok || got != want {
-				t.Errorf("h1.ParseChunkSize(%q) = %d, %v, want %d, true", s, got, ok, want)
-			}
-			return
-		}
-		if !ok {
-			return
-		}
-		size, _, _ := strings.Cut(s, ";")
-		size = strings.TrimRight(size, " \t")
-		want, err := strconv.ParseInt(size, 16, 64)
-		if err != nil || size[0] == '+' || size[0] == '-' || strings.ContainsAny(size, "xX_") || len(size) > 15 || got != want {
-			t.Errorf("h1.ParseChunkSize(%q) = %d, true, want false", s, got)
 		}
 	})
 }

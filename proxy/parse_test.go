@@ -246,46 +246,6 @@ func TestHeadEnd(t *testing.T) {
 	}
 }
 
-func TestParseChunkSize(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		in     string
-		want   int64
-		wantOK bool
-	}{
-		{name: "zero", in: "0", want: 0, wantOK: true},
-		{name: "leading zeros", in: "000a", want: 10, wantOK: true},
-		{name: "lower hex", in: "1f", want: 31, wantOK: true},
-		{name: "upper hex", in: "1F", want: 31, wantOK: true},
-		{name: "max length", in: "fffffffffffffff", want: 1<<60 - 1, wantOK: true},
-		{name: "extension", in: "1f;name=value", want: 31, wantOK: true},
-		{name: "extensions with whitespace", in: "1f \t; a=b;c", want: 31, wantOK: true},
-		{name: "trailing whitespace", in: "1f  ", want: 31, wantOK: true},
-		{name: "too long", in: "1000000000000000", wantOK: false},
-		{name: "too long with zeros", in: "0000000000000001", wantOK: false},
-		{name: "empty", in: "", wantOK: false},
-		{name: "only extension", in: ";a=b", wantOK: false},
-		{name: "only whitespace", in: " ", wantOK: false},
-		{name: "leading whitespace", in: " 1f", wantOK: false},
-		{name: "not hex", in: "1g", wantOK: false},
-		{name: "0x prefix", in: "0x1f", wantOK: false},
-		{name: "negative", in: "-1", wantOK: false},
-		{name: "plus", in: "+1", wantOK: false},
-		{name: "inner space", in: "1 f", wantOK: false},
-		{name: "cr", in: "1f\r", wantOK: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := h1.ParseChunkSize([]byte(tt.in))
-			if ok != tt.wantOK || (ok && got != tt.want) {
-				t.Errorf("h1.ParseChunkSize(%q) = %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
 func TestParseContentLength(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

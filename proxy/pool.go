@@ -142,8 +142,10 @@ type h1Conn struct {
 	waited     bool         // exchange waited for the response: readBlock need not
 	flushFirst http.Flusher // flushed if a read has to wait; then flushed is set
 	flushed    bool
+	cp         copier       // the response body's copy (copyResponse)
 	vw         h1.VecWriter // writes to tcp (raw sendmsg, h1/rawio.go)
-	vec        [2][]byte
+	vec        [3][]byte
+	chunkHead  [18]byte // a streamed body's chunk-size line (sendPiece)
 
 	// head and vals hold a response head and its value slices when the
 	// client's response is not queue's HTTP/1.1 engine's (no keeper): the
@@ -279,9 +281,9 @@ func (c *h1Conn) send(head, body []byte) error {
 	var err error
 	switch {
 	case c.tcp != nil:
-		c.vec = [2][]byte{head, body}
-		_, err = c.vw.Writev(c.vec[:])
-		c.vec = [2][]byte{}
+		c.vec = [3][]byte{head, body}
+		_, err = c.vw.Writev(c.vec[:2])
+		c.vec = [3][]byte{}
 	case len(body) == 0:
 		_, err = c.nc.Write(head)
 	default:

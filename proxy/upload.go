@@ -96,8 +96,12 @@ func (bw *bodyWriter) stop(c *h1Conn) error {
 var errLateBody = errors.New("request body finished after the response")
 
 // writeBody sends the request body, chunked when its length is unknown,
-// flushing each piece as it arrives from the client. read is set as soon as
-// the body has been read to its end.
+// sending each piece on as it arrives from the client: one upstream write
+// per Read. queue's HTTP/1.1 engine returns from a Read all the body
+// its read buffer holds, up to the copy buffer, so a body of small chunks
+// goes on in writes of kilobytes, not a write per chunk (bench/chunks),
+// and a stream that pauses goes on as soon as it pauses, since the Read
+// returns then. read is set as soon as the body has been read to its end.
 func (c *h1Conn) writeBody(r *http.Request, read *atomic.Bool) error {
 	chunked := r.ContentLength < 0
 	bufp := copyPool.Get().(*[]byte)
@@ -111,15 +115,7 @@ func (c *h1Conn) writeBody(r *http.Request, read *atomic.Bool) error {
 		}
 		if n > 0 {
 			sent += int64(n)
-			if chunked {
-				b := strconv.AppendInt(c.bw.AvailableBuffer(), int64(n), 16)
-				c.bw.Write(append(b, "\r\n"...))
-			}
-			c.bw.Write(buf[:n])
-			if chunked {
-				c.bw.WriteString("\r\n")
-			}
-			if err := c.bw.Flush(); err != nil {
+			if err := c.sendPiece(buf[:n], chunked); err != nil {
 				return fmt.Errorf("write request body: %w", err)
 			}
 		}
@@ -154,3 +150,31 @@ func (c *h1Conn) writeBody(r *http.Request, read *atomic.Bool) error {
 	}
 	return nil
 }
+
+// sendPiece writes p upstream, as one chunk when chunked, and flushes:
+// what the write buffer holds (the request head, before the first piece),
+// the chunk-size line, p and the CRLF after it go in one write when they
+// fit the buffer; a larger piece goes in one writev of the three after the
+// buffer's own write, rather than the three writes bufio would make.
+func (c *h1Conn) sendPiece(p []byte, chunked bool) error {
+	var size, end []byte
+	if chunked {
+		size = append(strconv.AppendInt(c.chunkHead[:0], int64(len(p)), 16), "\r\n"...)
+		end = chunkEnd
+	}
+	if c.tcp == nil || len(size)+len(p)+len(end) <= c.bw.Available() {
+		c.bw.Write(size)
+		c.bw.Write(p)
+		c.bw.Write(end)
+		return c.bw.Flush()
+	}
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	c.vec = [3][]byte{size, p, end}
+	_, err := c.vw.Writev(c.vec[:])
+	c.vec = [3][]byte{}
+	return err
+}
+
+var chunkEnd = []byte("\r\n")

@@ -12,6 +12,11 @@
 //	POST /echo  the request body, read whole and then written back
 //
 // Every response has Content-Type and Content-Length and no Date header.
+// Two more routes serve bench/chunks, which measures chunk framing:
+//
+//	POST /discard              the request body read and dropped; the answer is its length
+//	GET  /chunks?n=N&size=S    a chunked body of N chunks of S bytes (HTTP/1.1 only),
+//	                           written raw from one pre-built buffer, then the connection closes
 //
 //	upstream -listen 127.0.0.1:18010
 package main
@@ -81,6 +86,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.write(w, h.k1)
 	case r.Method == http.MethodGet && r.URL.Path == "/64k":
 		h.write(w, h.k64)
+	case r.Method == http.MethodPost && r.URL.Path == "/discard":
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		text := strconv.FormatInt(n, 10)
+		hdr["Content-Length"] = []string{strconv.Itoa(len(text))}
+		_, _ = io.WriteString(w, text)
+	case r.Method == http.MethodGet && r.URL.Path == "/chunks":
+		writeChunks(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == "/echo":
 		buf := h.bufs.Get().(*bytes.Buffer)
 		defer h.bufs.Put(buf)
@@ -94,6 +110,43 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// writeChunks answers with n chunks of size bytes, written raw on the
+// hijacked connection: net/http's own writer would make one chunk of each
+// Write, and many small Writes are what a proxy would then be measured
+// with, not the upstream's framing.
+func writeChunks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	n, err1 := strconv.Atoi(q.Get("n"))
+	size, err2 := strconv.Atoi(q.Get("size"))
+	if err1 != nil || err2 != nil || n < 0 || size < 1 || size > 1<<20 {
+		http.Error(w, "want n>=0 and 1<=size<=1048576", http.StatusBadRequest)
+		return
+	}
+	c, bw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "hijack: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer c.Close()
+	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+	if bw.Flush() != nil {
+		return
+	}
+	one := []byte(strconv.FormatInt(int64(size), 16) + "\r\n")
+	one = append(one, bytes.Repeat([]byte{'x'}, size)...)
+	one = append(one, "\r\n"...)
+	per := max(1, (1<<20)/len(one))
+	buf := bytes.Repeat(one, per)
+	for left := n; left > 0; {
+		k := min(left, per)
+		if _, err := c.Write(buf[:k*len(one)]); err != nil {
+			return
+		}
+		left -= k
+	}
+	io.WriteString(c, "0\r\n\r\n")
 }
 
 func (h *handler) write(w http.ResponseWriter, b body) {

@@ -33,6 +33,7 @@ type h2Stream struct {
 	headersEnd bool   // that HEADERS frame carried END_STREAM
 	ended      bool   // END_STREAM seen
 	data       int    // DATA payload bytes
+	frames     int    // DATA frames with a payload
 	reset      bool   // RST_STREAM seen, with code
 	code       http2.ErrCode
 	corrupt    bool // DATA differed from h2Conn.pattern
@@ -189,6 +190,9 @@ func (c *h2Conn) readLoop() {
 				s.corrupt = true
 			}
 			s.data += len(p)
+			if len(p) > 0 {
+				s.frames++
+			}
 			s.ended = s.ended || f.StreamEnded()
 		case *http2.RSTStreamFrame:
 			s := c.stream(f.StreamID)

@@ -236,6 +236,18 @@ func TestSmuggling(t *testing.T) {
 		{name: "chunk size with junk", raw: chunkedHead + "3x\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
 		{name: "chunk size with 0x", raw: chunkedHead + "0x3\r\nabc\r\n0\r\n\r\n", pipeline: true, want: 400},
 		{name: "chunk data longer than its size", raw: chunkedHead + "3\r\nabcdef\r\n0\r\n\r\n", pipeline: true, want: 400},
+		// RFC 9112 section 7.1.1: BWS only around an extension's ";" and
+		// "=", a token for its name, a token or quoted-string for its
+		// value. A body found malformed in its first chunk line is
+		// refused before anything of the request goes upstream.
+		{name: "empty chunk extension", raw: chunkedHead + "5;\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "chunk extension without a name", raw: chunkedHead + "5;=x\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "chunk extension name with a space", raw: chunkedHead + "5;a b\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "quoted chunk extension name", raw: chunkedHead + "5;\"x\"\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "chunk extension value not a token", raw: chunkedHead + "5;a=@\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "space after the chunk size", raw: chunkedHead + "5 \r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "tab after the chunk size", raw: chunkedHead + "5\t\r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "whitespace after a chunk extension", raw: chunkedHead + "5;a=b \r\nhello\r\n0\r\n\r\n", pipeline: true, want: 400, check: noRequest},
 
 		// Header lines.
 		// obs-fold: RFC 9112 section 5.2 lets a server reject it or replace
@@ -256,6 +268,7 @@ func TestSmuggling(t *testing.T) {
 		{name: "header line without colon", raw: withHeader("X-A 1"), pipeline: true, want: 400},
 		{name: "two Host headers", raw: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", pipeline: true, want: 400},
 		{name: "no Host on HTTP/1.1", raw: "GET / HTTP/1.1\r\n\r\n", pipeline: true, want: 400},
+		{name: "empty Host", raw: "GET / HTTP/1.1\r\nHost:\r\n\r\n", pipeline: true, want: 400, check: noRequest},
 
 		// Request lines.
 		{name: "absolute-form target", raw: "GET http://evil/ HTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
@@ -266,6 +279,8 @@ func TestSmuggling(t *testing.T) {
 		{name: "request line with an extra field", raw: "GET / HTTP/1.1 x\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
 		{name: "request line with tabs", raw: "GET\t/\tHTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400},
 		{name: "garbage request line", raw: "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", pipeline: true, want: 400},
+		{name: "asterisk form of GET", raw: "GET * HTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400, check: noRequest},
+		{name: "method of 33 bytes", raw: strings.Repeat("M", 33) + " / HTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400, check: noRequest},
 
 		// h2c smuggling: an upgrade with a body is served over HTTP/1.1
 		// (README, Decisions), and Upgrade/HTTP2-Settings never reach the
@@ -299,6 +314,9 @@ func TestSmuggling(t *testing.T) {
 			}
 			if tt.pipeline && reply.status < 400 && !closed {
 				t.Errorf("status %d and the connection left open: what follows an ambiguous request must not be read", reply.status)
+			}
+			if reply.status == http.StatusBadRequest && !closed {
+				t.Errorf("400 and the connection left open: every 400 closes it")
 			}
 			if reply.status == http.StatusSwitchingProtocols {
 				t.Errorf("101: the connection was upgraded")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,166 @@ func TestServerSentEvents(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSmallChunks: a body of many one-byte chunks goes on in a few large
+// pieces, in either direction, not in a piece per chunk: the upstream gets
+// an upload chunked anew in a few chunks, and a client gets a chunked
+// response in a few chunks (HTTP/1.1) or DATA frames (HTTP/2). The framing
+// comes in one write each time, so a queue that decodes all it holds at
+// once sends it on in one piece.
+func TestSmallChunks(t *testing.T) {
+	t.Parallel()
+	const n = 20000
+	const most = 10 // pieces allowed: the framing may still come in more than one read
+	framing := strings.Repeat("1\r\nx\r\n", n) + "0\r\n\r\n"
+	q := startQueue(t, chunkUpstream(t, framing))
+
+	t.Run("upload", func(t *testing.T) {
+		t.Parallel()
+		c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"+framing); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		var chunks, size int
+		if _, err := fmt.Sscanf(string(b), "%d %d", &chunks, &size); err != nil || res.StatusCode != 200 {
+			t.Fatalf("status %d, body %q", res.StatusCode, b)
+		}
+		if size != n || chunks > most {
+			t.Errorf("upstream got %d bytes in %d chunks, want %d bytes in at most %d", size, chunks, n, most)
+		}
+	})
+	t.Run("HTTP/1.1 response", func(t *testing.T) {
+		t.Parallel()
+		c, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /down HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 200 || len(res.TransferEncoding) == 0 {
+			t.Fatalf("status %d, Transfer-Encoding %q, want 200, chunked", res.StatusCode, res.TransferEncoding)
+		}
+		// res.Body would take the chunks apart: they are counted from br.
+		chunks, size, err := countChunks(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size != n || chunks > most {
+			t.Errorf("client got %d bytes in %d chunks, want %d bytes in at most %d", size, chunks, n, most)
+		}
+	})
+	t.Run("HTTP/2 response", func(t *testing.T) {
+		t.Parallel()
+		c := h2Dial(t, q.addr.Listen, h2Opts{})
+		c.start()
+		if _, err := c.headers(1, true, h2Req("GET", "/down")...); err != nil {
+			t.Fatal(err)
+		}
+		if !c.waitFor(5*time.Second, func() bool { return c.stream(1).ended }) {
+			t.Fatalf("stream not ended: %+v", c.snap(1))
+		}
+		if s := c.snap(1); s.data != n || s.frames > most {
+			t.Errorf("client got %d bytes in %d DATA frames, want %d bytes in at most %d", s.data, s.frames, n, most)
+		}
+	})
+}
+
+// chunkUpstream is a raw HTTP/1.1 upstream that answers GET with framing
+// as a chunked body, in one write, and any other request with the number
+// of chunks of its chunked body and their bytes ("chunks bytes").
+func chunkUpstream(t *testing.T, framing string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				for range 10 { // bounded: a test sends one request per connection
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					for {
+						l, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if l == "\r\n" {
+							break
+						}
+					}
+					if strings.HasPrefix(line, "GET ") {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+framing)
+						continue
+					}
+					chunks, size, err := countChunks(br)
+					if err != nil {
+						return
+					}
+					answer := fmt.Sprintf("%d %d", chunks, size)
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// countChunks reads a chunked body from br, trailers included, and returns
+// the number of its chunks and their bytes.
+func countChunks(br *bufio.Reader) (chunks, size int, err error) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return chunks, size, err
+		}
+		n, err := strconv.ParseInt(strings.TrimRight(line, "\r\n"), 16, 64)
+		if err != nil {
+			return chunks, size, fmt.Errorf("chunk size %q: %w", line, err)
+		}
+		if n == 0 {
+			for line != "\r\n" {
+				if line, err = br.ReadString('\n'); err != nil {
+					return chunks, size, err
+				}
+			}
+			return chunks, size, nil
+		}
+		if _, err := br.Discard(int(n) + 2); err != nil {
+			return chunks, size, err
+		}
+		chunks++
+		size += int(n)
+	}
 }
 
 // TestTrailers: trailers, declared and not, reach the client.
