@@ -145,32 +145,28 @@ var errNotReplayed = errors.New("the upstream failed a request that may not be s
 // Transport's own replays of it. serveH2 allocates one per request, which
 // the URL alone cost before.
 //
-// The bundled HTTP/2 client retries a request by itself (h2_bundle.go in
-// net/http: RoundTripOpt loops up to 7 times, with a backoff from the
-// third attempt, and net/http's Transport.roundTrip starts that loop again
-// on each new connection it dials after a dead one): on a stream refused
-// (REFUSED_STREAM), a GOAWAY whose last stream id is below the request's,
-// a connection that turned unusable before the request was written, and a
-// PROTOCOL_ERROR reset from the upstream (http2canRetryError). It replays
-// a request without a body whatever its method; a request with one only
-// if it has GetBody, which queue never sets, or if nothing of it was
-// written. So a request with a body is never sent twice, and one without
-// is bounded here, from outside: its context carries a ClientTrace whose
-// WroteHeaders counts the attempts that wrote the request (sent), and
-// whose GotConn, called by RoundTripOpt before each attempt, asks mayReplay
-// and stops an attempt the rule refuses by cancelling the request's
-// context, which the HTTP/2 client checks before it writes the HEADERS
-// (encodeAndWriteHeaders): nothing of that attempt reaches the upstream.
-// A refused request gets 502 (errNotReplayed).
-//
-// What the trace cannot see is why an attempt failed: an idempotent
-// request reset with PROTOCOL_ERROR, which the upstream may have begun to
-// process, is sent again once too, as net/http decided for
-// golang.org/issue/47635; RFC 9110 section 9.2.2 allows it for an
-// idempotent request. The cost is three allocations a request without a
-// body (the two hooks and the context value), and after a second
-// REFUSED_STREAM the client's one-second backoff before the attempt the
-// trace refuses.
+// net/http's HTTP/2 client retries a request by itself (net/http's
+// internal/http2 transport.go, Go 1.27: RoundTripOpt loops up to 7 times,
+// with a backoff from the third attempt, and net/http's Transport.roundTrip
+// starts that loop again on each new connection it dials after a dead one):
+// on a stream refused (REFUSED_STREAM), a GOAWAY whose last stream id is
+// below the request's, and a connection that turned unusable before the
+// request was written (canRetryError); none of these reached the upstream's
+// handler (RFC 9113 section 8.7). It replays a request without a body
+// whatever its method; a request with one only if it has GetBody, which
+// queue never sets, or if nothing of it was written. So a request with a
+// body is never sent twice, and one without is bounded here, from outside:
+// its context carries a ClientTrace whose WroteHeaders counts the attempts
+// that wrote the request (sent), and whose GotConn, called by RoundTripOpt
+// before each attempt, asks mayReplay and stops an attempt the rule refuses
+// by cancelling the request's context, which the HTTP/2 client checks
+// before it writes the HEADERS (encodeAndWriteHeaders): nothing of that
+// attempt reaches the upstream. A refused request gets 502
+// (errNotReplayed). A stream reset with PROTOCOL_ERROR, which may come
+// after the upstream began the request, is not retried (Go 1.26's client
+// did retry it). The cost is three allocations a request without a body
+// (the two hooks and the context value), and after a second REFUSED_STREAM
+// the client's one-second backoff before the attempt the trace refuses.
 type h2Call struct {
 	url     url.URL
 	body    keptBody

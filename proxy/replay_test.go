@@ -182,7 +182,10 @@ func TestH2CReplays(t *testing.T) {
 				if always {
 					name = fmt.Sprintf("%s, every arrival, %s %q %s", act, rq.method, rq.body, rq.key)
 				}
-				replayed := rq.replay && act != h2Close
+				// A reset with PROTOCOL_ERROR may come after the upstream
+				// began the request: net/http's client (Go 1.27) does not
+				// send it again, and queue adds no replay of its own.
+				replayed := rq.replay && act != h2Close && act != h2Protocol
 				wantCode, wantSeen := 502, 1
 				switch {
 				case replayed && !always:
