@@ -761,3 +761,58 @@ func TestForwardingOnOneConnection(t *testing.T) {
 		})
 	}
 }
+
+// failingBody gives n bytes, then fails as a client's body does when the
+// client goes away mid-body.
+type failingBody struct{ n int }
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	m := min(len(p), b.n)
+	clear(p[:m])
+	b.n -= m
+	return m, nil
+}
+
+func (*failingBody) Close() error { return nil }
+
+// TestClientGoneMidBody: a client that goes away while it sends its body is
+// a client gone (nothing written, 499 in the logs and metrics), whatever the
+// upstream protocol: not an upstream failure (502), though over h2c it is
+// the upstream client that meets the body's end.
+func TestClientGoneMidBody(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{HTTP1, H2C} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+			}))
+			up.Config.Protocols = new(http.Protocols)
+			up.Config.Protocols.SetHTTP1(true)
+			up.Config.Protocols.SetUnencryptedHTTP2(true)
+			up.Start()
+			t.Cleanup(up.Close)
+			p, err := New(Config{Upstream: up.Listener.Addr().String(), Protocol: proto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			for _, size := range []int64{16 << 10, 1 << 20} { // held whole first, and streamed
+				req := httptest.NewRequest(http.MethodPost, "/", &failingBody{n: 1 << 10})
+				req.ContentLength = size
+				rec := httptest.NewRecorder()
+				func() {
+					defer func() {
+						if v := recover(); v != http.ErrAbortHandler {
+							t.Errorf("%d-byte body: recovered %v, want http.ErrAbortHandler (a client gone); response %d %q", size, v, rec.Code, rec.Body)
+						}
+					}()
+					p.ServeHTTP(rec, req)
+				}()
+			}
+		})
+	}
+}

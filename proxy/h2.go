@@ -86,6 +86,9 @@ func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		})
 	}
 	if err != nil {
+		if berr := call.body.failed(); berr != nil {
+			return bodyError(berr) // the client's body failed the round trip
+		}
 		return h2Error(r, ctx, idle, call.refused.Load(), err)
 	}
 	defer res.Body.Close()
@@ -202,9 +205,31 @@ func (c *h2Call) wroteHeaders() { c.sent.Add(1) }
 // (reconnect). The server closes the body itself when the handler
 // returns; queue's engines' bodies ignore Close anyway (h1 and h2), and
 // the Transport reads the body only once it has a connection.
-type keptBody struct{ io.ReadCloser }
+// It also keeps the first error the client's body gave (a client that went
+// away mid-body, a malformed chunk), which the Transport reports as its own
+// failure: h2Error answers for the client instead (bodyError).
+type keptBody struct {
+	io.ReadCloser
+	err atomic.Pointer[error] // set by the Transport's body writer
+}
 
-func (keptBody) Close() error { return nil }
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+func (*keptBody) Close() error { return nil }
+
+// failed returns the client body's error, or nil.
+func (b *keptBody) failed() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
 
 // idleTimer cancels the upstream request when no read completes within d.
 // A nil *idleTimer does nothing.
