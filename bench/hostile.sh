@@ -84,7 +84,7 @@ for peer in $PEERS; do
     sleep 0.5
     before=$(ticks "$pid")
     case $attack in
-      chunks-post) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -n 8000000 -size 1 -path /echo 2>&1 || true) ;;
+      chunks-post) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -n 8000000 -size 1 -path /discard 2>&1 || true) ;;
       chunks-response) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -get -path '/chunks?n=8000000&size=1' 2>&1 || true) ;;
       hpack-bomb | bad-first-frame) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/hostile" -target "$h2c" -attack "$attack" -timeout 10s 2>&1 || true) ;;
       *) echo "unknown attack $attack" >&2; exit 2 ;;

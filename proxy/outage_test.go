@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestRefusedConnect: only a connect that reached nothing is retried.
@@ -45,35 +46,6 @@ func TestRefusedConnect(t *testing.T) {
 			}
 		})
 	}
-}
-
-// reservePort returns a loopback address nothing listens on, and holds it
-// until the test ends: a TCP socket bound to it that does not listen, so
-// that a connect there is refused, and that keeps the kernel from giving
-// the port to a listener that asks for any port (bind to port 0 skips one
-// that a socket is bound to), which a port merely listened on and closed
-// would not: this package's tests listen on many. listenAgain listens on
-// the port beside that socket (both have SO_REUSEADDR, as Go's listeners
-// do, and it does not listen).
-func reservePort(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // listenAgain listens on addr and serves it as an upstream of protocol
@@ -164,7 +136,7 @@ func TestReconnectWithinWindow(t *testing.T) {
 	for _, proto := range []string{HTTP1, H2C} {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
-			addr := reservePort(t)
+			addr := testnet.ReservePort(t)
 			p, c, url, connects := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: 10 * time.Second})
 			const n, probes = 8, 5
 			results := make(chan string, n)
@@ -220,7 +192,7 @@ func TestReconnectFails(t *testing.T) {
 		for _, proto := range []string{HTTP1, H2C} {
 			t.Run(tt.name+"/"+proto, func(t *testing.T) {
 				t.Parallel()
-				addr := reservePort(t)
+				addr := testnet.ReservePort(t)
 				_, c, url, _ := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: tt.window, Timeout: tt.timeout})
 				for _, method := range []string{http.MethodGet, http.MethodPost} {
 					start := time.Now()
@@ -246,7 +218,7 @@ func TestReconnectClientGone(t *testing.T) {
 		for _, proto := range []string{HTTP1, H2C} {
 			t.Run(front+"/"+proto, func(t *testing.T) {
 				t.Parallel()
-				addr := reservePort(t)
+				addr := testnet.ReservePort(t)
 				p, c, url, _ := outageFront(t, front, Config{Upstream: addr, Protocol: proto, RetryWindow: time.Minute})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)

@@ -40,6 +40,8 @@ func TestDependencyDirection(t *testing.T) {
 		// shares the target, Date and peer handling of h1.
 		"h2":               {own: []string{"h1", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
 		"internal/gostack": {},
+		// testnet is the tests' network helpers; only tests import it.
+		"internal/testnet": {},
 		"proxy":            {own: []string{"headers", "h1", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
 		"headers":          {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
 		"probe":            {external: []string{"golang.org/x/net/http/httpguts"}},

@@ -16,19 +16,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
-// freeAddr returns a loopback address nothing listens on (yet).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// freeAddr returns a loopback address nothing listens on, held for the
+// test (testnet.ReservePort): the test may listen on it later.
+func freeAddr(t *testing.T) string { return testnet.ReservePort(t) }
 
 // waitReady waits for the watcher to report want, bounded.
 func (q *testQueue) waitReady(t *testing.T, want bool) {

@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // upstreams starts the same handler behind both upstream protocols and
@@ -362,12 +364,7 @@ func TestTrailers(t *testing.T) {
 // or answers garbage, gives 502 with the status text only.
 func TestBadGateway(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := testnet.ReservePort(t)
 	garbage, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
