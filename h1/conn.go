@@ -73,6 +73,8 @@ type conn struct {
 	rn         int
 	rerr       error
 	peekBuf    [1]byte
+	peekFn     func(fd uintptr) // c.peek, bound at the first peerGone
+	gone       bool             // peek's answer
 
 	// linger is set when the connection is to close while the client may
 	// still be sending: a request refused, a body left unread (close).
@@ -573,8 +575,15 @@ func (c *conn) peerGone() bool {
 	if c.raw == nil {
 		return false
 	}
-	return PeerGone(c.raw, &c.peekBuf)
+	if c.peekFn == nil {
+		c.peekFn = c.peek // made on first use: most connections never need it
+	}
+	c.raw.Control(c.peekFn)
+	return c.gone
 }
+
+// peek is peerGone's Control callback, bound once (peekFn).
+func (c *conn) peek(fd uintptr) { c.gone = PeerGone(fd, &c.peekBuf) }
 
 // write writes b to the client: a raw write on plain TCP (rawio.go).
 func (c *conn) write(b []byte) error {

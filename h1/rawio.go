@@ -169,13 +169,12 @@ func setLen[T ~uint32 | ~uint64](p *T, n int) { *p = T(n) }
 
 // PeerGone reports whether the peer of a TCP socket closed or reset its
 // connection: a non-blocking peek (into buf, which it leaves unread) that
-// finds end of file. Bytes waiting mean the peer is still there. It is safe
-// while another goroutine reads or writes the socket.
-func PeerGone(raw syscall.RawConn, buf *[1]byte) bool {
-	gone := false
-	raw.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = n == 0 && err == nil || err == syscall.ECONNRESET
-	})
-	return gone
+// finds end of file. Bytes waiting mean the peer is still there. Call it
+// from a syscall.RawConn's Control, which holds the descriptor: a
+// callback bound once (a method value) keeps the call free of
+// allocations. It is safe while another goroutine reads or writes the
+// socket.
+func PeerGone(fd uintptr, buf *[1]byte) bool {
+	n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return n == 0 && err == nil || err == syscall.ECONNRESET
 }

@@ -35,7 +35,17 @@ const (
 	// drainPing is the payload of the PING that times the second GOAWAY of
 	// a drain.
 	drainPing = "h2drain!"
+	// maxPingTimeout bounds the wait for the answer to a liveness PING
+	// (idleFired); a shorter idle timeout bounds it too.
+	maxPingTimeout = 15 * time.Second
 )
+
+// livenessPing is the payload of the PING that asks a busy connection's
+// client whether it is still there (idleFired).
+var livenessPing = [8]byte{'h', '2', 'a', 'l', 'i', 'v', 'e', '?'}
+
+// pingTimeout is how long a liveness PING waits for its answer.
+func (c *conn) pingTimeout() time.Duration { return min(c.s.idleTimeout(), maxPingTimeout) }
 
 // conn is one HTTP/2 connection. Its read loop (serve) owns the reading
 // side: the Framer, the HPACK decoder, the header block being read. The
@@ -89,8 +99,14 @@ type conn struct {
 	// unsure is set while the read loop waits after a short read with
 	// streams open: the peer's end may have come unseen with the bytes it
 	// read (connReader.session), and the connection becoming idle then
-	// looks (idleCheckLocked).
+	// looks (idleCheckLocked) if silent: a stream ended without its
+	// response sent (reset, or its handler failed), since then no write
+	// met the end either.
 	unsure bool
+	silent bool
+	// livePing is set while a liveness PING waits for its answer
+	// (idleFired).
+	livePing bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -447,7 +463,15 @@ func (c *conn) ping(f *http2.PingFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.IsAck() {
-		if string(f.Data[:]) == drainPing && c.draining && !c.goingAway {
+		switch {
+		case f.Data == livenessPing && c.livePing:
+			c.livePing = false // the next check comes an idle timeout after the last
+			if c.idleArm {
+				c.idleT.Stop()
+				c.idleArm = false
+			}
+			c.armIdleLocked()
+		case string(f.Data[:]) == drainPing && c.draining && !c.goingAway:
 			c.finalGoAwayLocked()
 		}
 		return nil
@@ -651,6 +675,9 @@ func (c *conn) resetByUs(id uint32) bool {
 // closeStreamLocked ends s on both sides: its handler's context is
 // canceled, its body and writes fail with err, and it leaves the table.
 func (c *conn) closeStreamLocked(s *stream, err error) {
+	if !s.sendDone {
+		c.silent = true
+	}
 	s.sendDone, s.recvDone = true, true
 	if s.err == nil {
 		s.err = err
@@ -687,10 +714,12 @@ func (c *conn) idleCheckLocked() {
 		c.closeAfterFlushLocked()
 		return
 	}
-	if c.unsure {
-		// The read loop waits after a short read: the peer may be gone
-		// unseen, and with no stream left nothing would find out before
-		// the idle timeout.
+	if c.unsure && c.silent {
+		// The read loop waits after a short read, and a stream ended
+		// without its response sent: the peer may be gone unseen, and
+		// with no stream left nothing would find out before the idle
+		// timeout. (A response written to a peer that closed draws a
+		// reset, which the read loop sees.)
 		c.unsure = false
 		if c.rd.peerGone() {
 			c.goingAway = true
@@ -698,18 +727,30 @@ func (c *conn) idleCheckLocked() {
 			return
 		}
 	}
+	c.silent = false
 	c.idleAt = time.Now().UnixNano()
 	c.armIdleLocked()
 }
 
-// armIdleLocked arms the idle timer for what is left of the idle timeout
-// since idleAt, unless it is armed or the connection is busy or closed.
+// armIdleLocked arms the connection's timer, unless it is armed or the
+// connection closed: on an idle connection for what is left of the idle
+// timeout since idleAt, on a busy one for its liveness check an idle
+// timeout away, and while a liveness PING waits for its answer for
+// pingTimeout (idleFired).
 func (c *conn) armIdleLocked() {
-	if c.idleArm || len(c.streams) > 0 || c.running > 0 || c.closed {
+	if c.idleArm || c.closed {
 		return
 	}
 	c.idleArm = true
-	d := time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano())
+	var d time.Duration
+	switch {
+	case c.livePing:
+		d = c.pingTimeout()
+	case len(c.streams) > 0 || c.running > 0:
+		d = c.s.idleTimeout() // a busy connection's liveness check (idleFired)
+	default:
+		d = time.Duration(c.idleAt + int64(c.s.idleTimeout()) - time.Now().UnixNano())
+	}
 	if c.idleT == nil {
 		c.idleT = time.AfterFunc(d, c.idleFired)
 	} else {
@@ -739,9 +780,29 @@ func (c *conn) idleFired() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.idleArm = false
-	if c.closed || len(c.streams) > 0 || c.running > 0 {
+	if c.closed {
 		return
 	}
+	if len(c.streams) > 0 || c.running > 0 {
+		// A busy connection is idle in its own way when its client is
+		// gone unseen: a peer that vanished without a FIN or a reset, or
+		// whose end came unseen (connReader.session), while its streams
+		// wait on it (a response held by flow control, a request body) or
+		// on the upstream. Each idle timeout it is asked a PING; a PING
+		// not answered within pingTimeout ends it, and its streams.
+		if c.livePing {
+			c.s.logger().Debug("http2: no answer to a liveness PING", "remote_addr", c.remote)
+			c.endLocked(errClosed)
+			c.rd.shutdown(c.nc)
+			return
+		}
+		c.livePing = true
+		c.w.fr.WritePing(false, livenessPing)
+		c.w.kickLocked()
+		c.armIdleLocked()
+		return
+	}
+	c.livePing = false
 	if time.Now().UnixNano() < c.idleAt+int64(c.s.idleTimeout()) {
 		c.armIdleLocked() // a stream came and went since it was armed
 		return

@@ -26,6 +26,10 @@ type connReader struct {
 	r, w int
 	err  error
 	fill func(fd uintptr) bool // readRaw, made once
+
+	peekFn  func(fd uintptr) // peek, bound at the first peerGone
+	peekBuf [1]byte
+	gone    bool // peek's answer
 }
 
 // readers are the read buffers of plain TCP connections that have bytes
@@ -196,9 +200,15 @@ func (r *connReader) peerGone() bool {
 	if r.raw == nil {
 		return false
 	}
-	var b [1]byte
-	return h1.PeerGone(r.raw, &b)
+	if r.peekFn == nil {
+		r.peekFn = r.peek // made on first use: most connections never need it
+	}
+	r.raw.Control(r.peekFn)
+	return r.gone
 }
+
+// peek is peerGone's Control callback, bound once (peekFn).
+func (r *connReader) peek(fd uintptr) { r.gone = h1.PeerGone(fd, &r.peekBuf) }
 
 // ready reports whether the buffer holds a whole frame, or a frame header
 // that refused says ends the connection (a frame over MaxFrameSize among

@@ -1147,9 +1147,10 @@ func TestPeerGone(t *testing.T) {
 		// the read loop's own look (a read when idle) finds it.
 		{name: "idle, FIN", last: windowUpdate},
 		{name: "idle, reset", last: windowUpdate, reset: true},
-		// A stream runs: its end, with no write to fail, is when the
-		// connection looks (conn.unsure).
-		{name: "busy, FIN", busy: true, last: windowUpdate},
+		// A stream runs; the client resets it and leaves: the stream's
+		// end, with no response written that would meet the end, is when
+		// the connection looks (conn.unsure, conn.silent).
+		{name: "busy, stream reset, FIN", busy: true, last: func(rc *rawClient) { rc.rst(1, http2.ErrCodeCancel) }},
 		// A stream runs, and a write fails on the reset socket before the
 		// read loop reads the client's last frame: the writer shuts the
 		// connection down, which must wake the read loop once it waits
@@ -1186,7 +1187,21 @@ func TestPeerGone(t *testing.T) {
 				}
 				rcs[i] = rc
 			}
+			for i, rc := range rcs {
+				// The PING's ack is written once the read loop, before it
+				// waits, has let go of the mutex (conn.idle): holding it
+				// then keeps the read loop inside the next frame.
+				p := [8]byte{'s', 'y', 'n', 'c', byte(i)}
+				rc.ping(false, p)
+				for {
+					if f, ok := rc.next().(*http2.PingFrame); ok && f.IsAck() && f.Data == p {
+						break
+					}
+				}
+			}
+			var once sync.Once
 			unlock := h2.HoldConns(srv)
+			t.Cleanup(func() { once.Do(unlock) }) // a failing wait must not leave them held
 			for _, rc := range rcs {
 				windowUpdate(rc) // the read loops read it, and wait for the mutex
 			}
@@ -1205,11 +1220,60 @@ func TestPeerGone(t *testing.T) {
 			if tc.writeFails {
 				h2.EndHeld(srv)
 			}
-			unlock()
+			once.Do(unlock)
 			release()
 			for i := range conns {
 				waitFor(t, ended, fmt.Sprintf("connection %d of %d to end", i+1, conns))
 			}
+		})
+	}
+}
+
+// TestLiveness: a busy connection whose client sends nothing more and
+// answers no PING (a peer gone without a FIN or a reset, or whose end came
+// unseen) ends an idle timeout and a PING timeout later, and its stream's
+// handler is let go; a client that answers keeps its connection.
+func TestLiveness(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answers %v", answer), func(t *testing.T) {
+			gone := make(chan struct{}, 1)
+			srv := newServer(func(w http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done()
+				gone <- struct{}{}
+			})
+			srv.IdleTimeout = 200 * time.Millisecond
+			ended := make(chan struct{}, 1)
+			ts := startServerFunc(t, srv, func(nc net.Conn) {
+				srv.ServeConn(nc, nil)
+				ended <- struct{}{}
+			})
+			rc := ts.dialRaw(t)
+			rc.handshake()
+			rc.headers(1, true, request("GET", "/")...)
+			pings := 0
+			for pings < 3 {
+				f, err := rc.fr.ReadFrame()
+				if err != nil {
+					if answer {
+						t.Fatalf("connection ended after %d PINGs answered: %v", pings, err)
+					}
+					break
+				}
+				if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+					pings++
+					if answer {
+						rc.ping(true, p.Data)
+					}
+				}
+			}
+			if answer {
+				return // three liveness PINGs answered, the connection still open
+			}
+			if pings != 1 {
+				t.Errorf("%d PINGs before the end, want 1", pings)
+			}
+			waitFor(t, ended, "the connection to end")
+			waitFor(t, gone, "the handler's context to be canceled")
 		})
 	}
 }
