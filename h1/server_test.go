@@ -1710,3 +1710,61 @@ func TestWholeBodyGoesOutAtOnce(t *testing.T) {
 		release <- struct{}{}
 	}
 }
+
+// TestPartialHeadThenGone: clients that send part of a head and leave are
+// let go at once, not held until the header timeout. Each part and its FIN
+// (or reset) are there before the server first reads the connection, so
+// that the readiness of the end is often taken before the read session
+// begins, which forgets it: only a read after the part's finds the end.
+func TestPartialHeadThenGone(t *testing.T) {
+	t.Parallel()
+	const conns = 50
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range conns {
+		c := dial(t, ln.Addr().String())
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			c.SetLinger(0)
+			c.Close()
+		} else {
+			c.CloseWrite()
+		}
+	}
+	// The connections wait in the listener's backlog until Serve.
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), ReadHeaderTimeout: time.Minute}
+	accepted := make(chan struct{}, conns)
+	serveOn(t, s, &notifyListener{Listener: ln, accepted: accepted})
+	for range conns {
+		select {
+		case <-accepted:
+		case <-time.After(failAfter):
+			t.Fatal("the connections were not all accepted")
+		}
+	}
+	deadline := time.Now().Add(failAfter)
+	for s.open.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d connections still open %v after their clients left", s.open.Load(), conns, failAfter)
+		}
+		time.Sleep(time.Millisecond) // no event says the server closed them
+	}
+}
+
+// notifyListener says on accepted when it has accepted a connection.
+type notifyListener struct {
+	net.Listener
+	accepted chan struct{}
+}
+
+func (l *notifyListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted <- struct{}{}
+	}
+	return c, err
+}

@@ -19,6 +19,14 @@ import (
 // engine pays a second one that finds nothing (EAGAIN, about 0.45 µs of
 // system time). nginx and HAProxy read only on readiness too.
 //
+// What a drained read cannot tell is that the client's FIN or reset came
+// with the bytes it returned: the end's readiness was taken with theirs,
+// and no more comes. After a whole request that costs nothing (the
+// response is written, and a client that closed answers it with a reset,
+// which is readiness; a client that only shut its sending side is let go
+// by the idle timeout), but a part of a head would be held until the
+// header timeout: after one the session reads once more before it waits.
+//
 // A request whose body is still to come, an Upgrade or CONNECT is served
 // outside: its body or tunnel is read from the socket by other code
 // (net.Conn.Read, another raw read), which must not run inside the
@@ -107,10 +115,13 @@ func (c *conn) step(fd uintptr) bool {
 			return true
 		}
 		if n == 0 { // part of a head: the rest is still to come
+			// Read once more, whether the last read drained the socket or
+			// not: a client that sent part of a head and left has its FIN
+			// or reset taken with the readiness of those bytes, and only a
+			// read sees it; waiting would hold the connection until the
+			// header timeout. Heads seldom come in parts, so this read is
+			// rare; when it finds nothing, the session waits.
 			s.needRead = true
-			if s.drained {
-				return false
-			}
 			continue
 		}
 		s.first = false

@@ -418,6 +418,13 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	faults.Go(func() { in.killLoop(fctx) })
 	faults.Go(func() { in.rotateLoop(fctx) })
 
+	// failures.log lists every failure of the run: its phase, class,
+	// protocol, start (from the run's start), duration and error.
+	flog, err := os.Create(filepath.Join(work, "failures.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer flog.Close()
 	t0 := time.Now()
 	end := t0.Add(cfg.duration)
 	var total phaseResult
@@ -456,6 +463,12 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		rows = append(rows, r)
 		total.add(&res)
 		fmt.Fprintln(cfg.stdout, markdownRow(r.cells()))
+		for _, f := range res.others {
+			fmt.Fprintf(flog, "phase %d other %s start %s took %v: %v\n", phase, f.p, f.start.Sub(t0).Round(time.Millisecond), f.stop.Sub(f.start).Round(time.Millisecond), f.err)
+		}
+		for _, f := range res.faults {
+			fmt.Fprintf(flog, "phase %d fault %s start %s took %v: %v\n", phase, f.p, f.start.Sub(t0).Round(time.Millisecond), f.stop.Sub(f.start).Round(time.Millisecond), f.err)
+		}
 		for i, f := range res.others {
 			if i == 10 {
 				fmt.Fprintf(cfg.log, "soak: ... and %d more other failures\n", len(res.others)-i)

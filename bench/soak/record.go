@@ -86,6 +86,7 @@ type phaseResult struct {
 	kills   []time.Duration // downtime of each kill in the phase
 	longest time.Duration   // the longest kill-to-first-success of those kills
 	others  []failure       // the failures counted as other (for the log)
+	faults  []failure       // the failures an upstream kill explains (for failures.log)
 }
 
 // recorder counts requests by protocol and keeps the kill windows. Clients
@@ -170,8 +171,10 @@ func (r *recorder) endPhase() phaseResult {
 		switch classify(f.start, f.stop, r.windows) {
 		case atKill:
 			c.atKill++
+			res.faults = append(res.faults, f)
 		case afterKill:
 			c.afterKill++
+			res.faults = append(res.faults, f)
 		default:
 			c.other++
 			res.others = append(res.others, f)
