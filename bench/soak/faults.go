@@ -98,6 +98,7 @@ func (in *injector) killOnce(ctx context.Context) error {
 	if err := in.up.cur.kill(); err != nil {
 		return err
 	}
+	in.rec.died(w) // kill waits until the process is reaped
 	if err := pause(ctx, down); err != nil {
 		return nil // the soak is stopping
 	}

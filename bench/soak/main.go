@@ -52,16 +52,18 @@
 // fault's when its span [start, end] overlaps a kill window [kill, close]:
 // kill is the moment just before the SIGKILL; close is the end of the first
 // request of any kind that succeeded having started after the restarted
-// upstream accepted connections, plus -fault-slack (default 1s) for
-// requests in flight at that moment; a window still open when its phase's
-// load stops closes then, plus the slack. Such a failure is "at kill" when
-// it started before the kill (it was in flight: it may legitimately fail)
-// and "after kill" otherwise (it arrived while the upstream was down or not
-// yet answering: a queue that holds requests for a connect-retry window
-// turns these into successes, which count as successes). A vanishing
-// client's abandoned request also counts as a fault's, but a vanishing
-// client that fails before it vanishes (refused, a 5xx) is classified like
-// any other. Everything else is "other", and must be 0.
+// upstream accepted connections, plus -fault-slack (default 1s) for requests
+// in flight at that moment; a window still open when its phase's load stops
+// closes then, plus the slack. Such a failure is "at kill" when it started
+// before the killed upstream was gone (reaped: a few milliseconds after the
+// SIGKILL, during which its connections die in any state; a request then was
+// in flight at its death and may legitimately fail) and "after kill"
+// otherwise (it arrived while the upstream was down or not yet answering: a
+// queue that holds requests for a connect-retry window turns these into
+// successes, which count as successes). A vanishing client's abandoned
+// request also counts as a fault's, but a vanishing client that fails before
+// it vanishes (refused, a 5xx) is classified like any other. Everything else
+// is "other", and must be 0.
 //
 // # Phases, the table and the verdict
 //

@@ -30,6 +30,7 @@ func (p proto) String() string { return protoNames[p] }
 // success after the restart, plus slack.
 type window struct {
 	kill    time.Time     // just before the SIGKILL
+	died    time.Time     // the killed upstream was reaped; zero until then
 	up      time.Time     // the restarted upstream accepted a connection; zero while down
 	firstOK time.Time     // the end of the first success that started at or after up; zero if none
 	end     time.Time     // firstOK (or, without one, the end of its phase) plus the slack; zero while open
@@ -40,7 +41,7 @@ type window struct {
 type kind int
 
 const (
-	atKill    kind = iota // in flight when the upstream was killed
+	atKill    kind = iota // in flight when the upstream was killed, or sent while it died
 	afterKill             // started after a kill, before its window closed
 	other                 // everything else: a failure of queue's
 )
@@ -52,7 +53,11 @@ func classify(start, stop time.Time, ws []*window) kind {
 		if w.end.IsZero() || start.After(w.end) || stop.Before(w.kill) {
 			continue
 		}
-		if start.Before(w.kill) {
+		dying := w.died
+		if dying.IsZero() {
+			dying = w.kill
+		}
+		if start.Before(dying) {
 			return atKill
 		}
 		return afterKill
@@ -142,6 +147,17 @@ func (r *recorder) kill(down time.Duration) *window {
 	r.newKills = append(r.newKills, w)
 	r.mu.Unlock()
 	return w
+}
+
+// died notes that the killed upstream is gone: reaped, its connections and
+// listener closed. A request that started before then met it dying (its
+// connection reset, or accepted into a backlog that was then dropped), and
+// is counted as in flight at the kill.
+func (r *recorder) died(w *window) {
+	now := time.Now()
+	r.mu.Lock()
+	w.died = now
+	r.mu.Unlock()
 }
 
 // up notes that the restarted upstream accepts connections again.
