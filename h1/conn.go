@@ -570,7 +570,7 @@ func (c *conn) readRaw(fd uintptr) bool {
 }
 
 // peerGone reports whether the client closed or reset its connection
-// (PeerGone).
+// (rawio.go's peerGone).
 func (c *conn) peerGone() bool {
 	if c.raw == nil {
 		return false
@@ -583,7 +583,7 @@ func (c *conn) peerGone() bool {
 }
 
 // peek is peerGone's Control callback, bound once (peekFn).
-func (c *conn) peek(fd uintptr) { c.gone = PeerGone(fd, &c.peekBuf) }
+func (c *conn) peek(fd uintptr) { c.gone = peerGone(fd, &c.peekBuf) }
 
 // write writes b to the client: a raw write on plain TCP (rawio.go).
 func (c *conn) write(b []byte) error {

@@ -167,14 +167,12 @@ func (v *VecWriter) consume(n int) {
 // setLen sets a Msghdr's Iovlen, whose type differs between platforms.
 func setLen[T ~uint32 | ~uint64](p *T, n int) { *p = T(n) }
 
-// PeerGone reports whether the peer of a TCP socket closed or reset its
+// peerGone reports whether the peer of a TCP socket closed or reset its
 // connection: a non-blocking peek (into buf, which it leaves unread) that
-// finds end of file. Bytes waiting mean the peer is still there. Call it
-// from a syscall.RawConn's Control, which holds the descriptor: a
-// callback bound once (a method value) keeps the call free of
-// allocations. It is safe while another goroutine reads or writes the
-// socket.
-func PeerGone(fd uintptr, buf *[1]byte) bool {
+// finds end of file. Bytes waiting mean the peer is still there. It is
+// called from a syscall.RawConn's Control, which holds the descriptor, and
+// is safe while another goroutine reads or writes the socket.
+func peerGone(fd uintptr, buf *[1]byte) bool {
 	n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	return n == 0 && err == nil || err == syscall.ECONNRESET
 }

@@ -96,14 +96,6 @@ type conn struct {
 	idleAt  int64 // when the last stream ended, Unix nanoseconds
 	idleT   *time.Timer
 	idleArm bool
-	// unsure is set while the read loop waits after a short read with
-	// streams open: the peer's end may have come unseen with the bytes it
-	// read (connReader.session), and the connection becoming idle then
-	// looks (idleCheckLocked) if silent: a stream ended without its
-	// response sent (reset, or its handler failed), since then no write
-	// met the end either.
-	unsure bool
-	silent bool
 	// livePing is set while a liveness PING waits for its answer
 	// (idleFired).
 	livePing bool
@@ -184,7 +176,7 @@ func (c *conn) serve(opts *ConnOptions) {
 			return
 		}
 		if c.rd.buffered() == 0 {
-			c.idle(false) // before the read waits
+			c.idle() // before the read waits
 		}
 		if !c.step() {
 			return
@@ -675,9 +667,6 @@ func (c *conn) resetByUs(id uint32) bool {
 // closeStreamLocked ends s on both sides: its handler's context is
 // canceled, its body and writes fail with err, and it leaves the table.
 func (c *conn) closeStreamLocked(s *stream, err error) {
-	if !s.sendDone {
-		c.silent = true
-	}
 	s.sendDone, s.recvDone = true, true
 	if s.err == nil {
 		s.err = err
@@ -714,20 +703,6 @@ func (c *conn) idleCheckLocked() {
 		c.closeAfterFlushLocked()
 		return
 	}
-	if c.unsure && c.silent {
-		// The read loop waits after a short read, and a stream ended
-		// without its response sent: the peer may be gone unseen, and
-		// with no stream left nothing would find out before the idle
-		// timeout. (A response written to a peer that closed draws a
-		// reset, which the read loop sees.)
-		c.unsure = false
-		if c.rd.peerGone() {
-			c.goingAway = true
-			c.closeAfterFlushLocked()
-			return
-		}
-	}
-	c.silent = false
 	c.idleAt = time.Now().UnixNano()
 	c.armIdleLocked()
 }
@@ -762,18 +737,13 @@ func (c *conn) armIdleLocked() {
 // read so far want written (acknowledgements, WINDOW_UPDATE, RST_STREAM)
 // is written, by another goroutine: the read loop must go on reading
 // while a client that does not read holds a write up, or the two would
-// wait on each other, each with its socket buffers full. And the idle
-// timer is armed if the connection is idle and it is not armed. short
-// says the wait follows a short read (connReader.session); idle reports
-// whether the connection carries no stream.
-func (c *conn) idle(short bool) bool {
+// wait on each other, each with its socket buffers full. And the
+// connection's timer is armed if it is not.
+func (c *conn) idle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.w.kickLocked()
 	c.armIdleLocked()
-	quiet := len(c.streams) == 0 && c.running == 0
-	c.unsure = short && !quiet
-	return quiet
 }
 
 func (c *conn) idleFired() {

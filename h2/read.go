@@ -26,10 +26,6 @@ type connReader struct {
 	r, w int
 	err  error
 	fill func(fd uintptr) bool // readRaw, made once
-
-	peekFn  func(fd uintptr) // peek, bound at the first peerGone
-	peekBuf [1]byte
-	gone    bool // peek's answer
 }
 
 // readers are the read buffers of plain TCP connections that have bytes
@@ -130,36 +126,26 @@ func (r *connReader) canSession() bool {
 // each frame that is whole in the buffer (the Framer then never waits
 // mid-frame), and for a frame whose 9-byte header alone ends the
 // connection (refused reports it), without waiting for a payload that may
-// never come. When the buffer holds neither, the callback reads more, or,
-// when its last read found less than there was room for (the socket is
-// most likely empty), waits for readability without a read that would
-// find nothing. Between two waits the runtime keeps the socket's
-// readiness, which a new RawConn.Read would forget. idle is called before
-// every wait; it reports whether the connection carries no stream, and is
-// told whether the wait follows a short read. It returns when step reports
+// never come. When the buffer holds neither, the callback reads more, and
+// waits for readability once a read finds nothing. Between two waits the
+// runtime keeps the socket's readiness, which a new RawConn.Read would
+// forget. idle is called before every wait. It returns when step reports
 // false, or the socket fails, ends or passes its read deadline.
 //
-// A short read has one blind spot: the peer's FIN or reset that came
-// before the readiness it was woken by was taken gives no readiness of its
-// own, and the read returns the bytes before it without saying so. When the
-// connection carries no stream, nothing else would ever look (no response
-// to write, whose failure would end it), so the session reads once more
-// instead of waiting. With streams, their writes will meet the end; and a
-// stream that ends without a write leaves it to the idle check
-// (conn.unsure).
-func (r *connReader) session(step func() bool, idle func(short bool) bool, refused func(hdr []byte) bool) {
-	short := false
+// It waits only after a read that found nothing, not after one that found
+// less than there was room for (as h1's sessions do after a whole request):
+// the client's FIN or reset that came with the last bytes gives no
+// readiness of its own once their readiness was taken, and a connection
+// whose streams wait on the client (for a window, for a body) writes
+// nothing that would meet the end: it would be held until its liveness
+// check (idleFired). The read that finds nothing costs a system call a
+// wake-up, which carries many frames under load.
+func (r *connReader) session(step func() bool, idle func(), refused func(hdr []byte) bool) {
 	r.raw.Read(func(fd uintptr) bool {
 		for {
 			for r.ready(refused) {
 				if !step() {
 					return true
-				}
-			}
-			if short {
-				short = false
-				if !r.wait(idle, true) {
-					return false
 				}
 			}
 			if r.buf == nil {
@@ -168,10 +154,9 @@ func (r *connReader) session(step func() bool, idle func(short bool) bool, refus
 				r.w = copy(*r.buf, (*r.buf)[r.r:r.w])
 				r.r = 0
 			}
-			room := len(*r.buf) - r.w
 			n, again, err := h1.ReadFD(fd, (*r.buf)[r.w:])
 			if again {
-				r.wait(idle, false)
+				r.wait(idle)
 				return false
 			}
 			if err != nil {
@@ -179,36 +164,19 @@ func (r *connReader) session(step func() bool, idle func(short bool) bool, refus
 				return true
 			}
 			r.w += n
-			short = n < room
 		}
 	})
 }
 
 // wait gets ready to wait for readability: the buffer back if it is
-// empty, and idle, whose answer it returns.
-func (r *connReader) wait(idle func(short bool) bool, short bool) bool {
+// empty, and idle.
+func (r *connReader) wait(idle func()) {
 	if r.r == r.w {
 		r.r, r.w = 0, 0
 		r.release()
 	}
-	return idle(short)
+	idle()
 }
-
-// peerGone reports whether the peer closed or reset the connection (plain
-// TCP only; false under TLS).
-func (r *connReader) peerGone() bool {
-	if r.raw == nil {
-		return false
-	}
-	if r.peekFn == nil {
-		r.peekFn = r.peek // made on first use: most connections never need it
-	}
-	r.raw.Control(r.peekFn)
-	return r.gone
-}
-
-// peek is peerGone's Control callback, bound once (peekFn).
-func (r *connReader) peek(fd uintptr) { r.gone = h1.PeerGone(fd, &r.peekBuf) }
 
 // ready reports whether the buffer holds a whole frame, or a frame header
 // that refused says ends the connection (a frame over MaxFrameSize among

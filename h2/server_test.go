@@ -1125,9 +1125,9 @@ func TestIdleTimeoutAfterLongStream(t *testing.T) {
 // frame and its FIN or reset arrive while the read loop is busy with the
 // frame before (here held inside it: HoldConns), so that the readiness of
 // both is taken at once and the read that follows returns the frame's bytes
-// alone; the end then gives no readiness of its own (connReader.session).
-// Every ServeConn must return within failAfter, the default idle timeout
-// (two minutes) being far longer.
+// alone; the end then gives no readiness of its own, and only another read
+// finds it (connReader.session). Every ServeConn must return within
+// failAfter, the default idle timeout (two minutes) being far longer.
 func TestPeerGone(t *testing.T) {
 	const conns = 4
 	for _, tc := range []struct {
@@ -1143,13 +1143,12 @@ func TestPeerGone(t *testing.T) {
 		// before the read loop goes on.
 		writeFails bool
 	}{
-		// Idle, then a frame that asks for no answer, and the end: only
-		// the read loop's own look (a read when idle) finds it.
+		// Idle, then a frame that asks for no answer, and the end.
 		{name: "idle, FIN", last: windowUpdate},
 		{name: "idle, reset", last: windowUpdate, reset: true},
-		// A stream runs; the client resets it and leaves: the stream's
-		// end, with no response written that would meet the end, is when
-		// the connection looks (conn.unsure, conn.silent).
+		// A stream runs: its handler writes nothing that would meet the
+		// end before the client has left.
+		{name: "busy, FIN", busy: true, last: windowUpdate},
 		{name: "busy, stream reset, FIN", busy: true, last: func(rc *rawClient) { rc.rst(1, http2.ErrCodeCancel) }},
 		// A stream runs, and a write fails on the reset socket before the
 		// read loop reads the client's last frame: the writer shuts the
