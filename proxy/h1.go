@@ -61,15 +61,6 @@ const (
 	// hands out an expired connection, so the slack only lets a file
 	// descriptor linger.
 	retireSlack = 100 * time.Millisecond
-	// checkAfter is how long a connection must have been idle before a
-	// request that may not be sent twice checks that the upstream has not
-	// closed it (h1Transport.get): an upstream closes a keep-alive
-	// connection after an idle timeout of its own (seconds) or when it
-	// exits, not just after it answered on it without saying so
-	// (Connection: close), so a connection back in the pool this recently
-	// is open, and under load the check would cost every POST a system
-	// call.
-	checkAfter = 100 * time.Millisecond
 )
 
 // DefaultIdleConnTimeout is the idle timeout of upstream connections that

@@ -122,9 +122,6 @@ type h1Conn struct {
 	// owner: the request it carries, or the pool under its lock.
 	keepAlive time.Duration
 	expires   time.Time
-	// idleAt is when the connection went idle, or zero when put read no
-	// clock (no idle limit): get's check (checkAfter).
-	idleAt time.Time
 
 	// tcp and raw are nc's socket when it is TCP, else nil: raw reads try
 	// the socket before they flush the client's response (Read).
@@ -441,13 +438,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 // get takes the warmest idle connection, or dials a new one when there is
 // none or it has expired by now, the time as the caller last read it.
 //
-// With check set, a connection idle for checkAfter or more whose close
-// from the upstream has arrived already (open) is closed and the next one
-// taken: serveH1 sets it for a request it may not send twice (mayReplay),
-// which such a connection would fail with 502. It costs that request a
-// system call per connection tried; a replayable request, which the replay
-// covers, pays nothing, and neither does one on a connection that was in
-// use less than checkAfter ago (under load every connection is).
+// With check set, a connection whose close from the upstream has arrived
+// already (open) is closed and the next one taken: serveH1 sets it for a
+// request it may not send twice (mayReplay), which such a connection would
+// fail with 502. It costs that request a system call per connection
+// tried; a replayable request, which the replay covers, pays nothing.
 func (t *h1Transport) get(ctx context.Context, now time.Time, check bool) (*h1Conn, error) {
 	for {
 		t.mu.Lock()
@@ -470,7 +465,7 @@ func (t *h1Transport) get(ctx context.Context, now time.Time, check bool) (*h1Co
 			return t.dial(ctx)
 		}
 		t.mu.Unlock()
-		if check && (c.idleAt.IsZero() || now.Sub(c.idleAt) >= checkAfter) && !c.open() {
+		if check && !c.open() {
 			c.close()
 			continue
 		}
@@ -553,7 +548,6 @@ func (t *h1Transport) put(c *h1Conn) {
 		now = time.Now()
 		c.expires = now.Add(limit)
 	}
-	c.idleAt = now
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
