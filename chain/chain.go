@@ -26,9 +26,11 @@ type Config struct {
 	// to its OnDone (the access log). nil: nothing is counted.
 	Stats *stats.Recorder
 
-	// Tracer wraps each request in a server span. It sits inside Stats, whose
-	// writer reports the status for the span, and outside Limiter, so that
-	// the wait for a slot is part of the span. nil: tracing is off.
+	// Tracer wraps each request in a server span and its
+	// kn.queueproxy.proxy span. It sits inside Stats, whose writer reports
+	// the status for the span, and outside Limiter, so that the wait for a
+	// slot is part of the span; with a Limiter, the wait is a
+	// kn.queueproxy.wait span of its own. nil: tracing is off.
 	Tracer *tracing.Tracer
 
 	// Limiter bounds the requests in flight to the upstream. A request holds
@@ -61,7 +63,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Limiter != nil {
 		mw = append(mw, func(next http.Handler) http.Handler {
-			return &limited{l: cfg.Limiter, p: cfg.Proxy, next: next}
+			return &limited{l: cfg.Limiter, p: cfg.Proxy, tracer: cfg.Tracer, next: next}
 		})
 	}
 	return compose(cfg.Proxy, mw...), nil
@@ -80,10 +82,14 @@ func compose(final http.Handler, mw ...func(http.Handler) http.Handler) http.Han
 // serves the request, and releases it when next returns (also when it
 // panics). A request that gets no slot is answered by p.Fail: 503 for a full
 // queue or a wait that ran out of time, nothing for a client that went away.
+// With a tracer, the time to a slot (or to giving up) is a
+// kn.queueproxy.wait span, as Knative's queue-proxy makes it around its
+// breaker; without one, that costs a nil check.
 type limited struct {
-	l    *limit.Limiter
-	p    *proxy.Proxy
-	next http.Handler
+	l      *limit.Limiter
+	p      *proxy.Proxy
+	tracer *tracing.Tracer // nil: tracing off
+	next   http.Handler
 }
 
 func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +100,15 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if err := h.l.Acquire(ctx); err != nil {
+	var err error
+	if h.tracer != nil {
+		span := h.tracer.StartWait(ctx)
+		err = h.l.Acquire(ctx)
+		tracing.EndWait(span, err)
+	} else {
+		err = h.l.Acquire(ctx)
+	}
+	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {
 			// The client went away just as the wait ran out: nobody is
 			// left to read a 503.

@@ -2,8 +2,8 @@
 //
 //	drain (probe answers, arrival counting)
 //	-> stats (counting, status and duration, the access log)
-//	-> tracing (the server span)
-//	-> limit (a concurrency slot, or an error)
+//	-> tracing (the server span and kn.queueproxy.proxy)
+//	-> limit (a concurrency slot, or an error; kn.queueproxy.wait with tracing on)
 //	-> proxy (the upstream)
 //
 // Each layer is a field of [Config]; a nil field leaves its layer out of the

@@ -1,9 +1,12 @@
 // Package tracing makes queue a participant in distributed traces
 // (docs/contract.md section 3, "Trace context"): for every proxied request it starts
-// an OpenTelemetry server span as a child of the incoming trace context,
-// rewrites the request's trace headers so that the upstream sees that span as
-// its parent, and exports finished spans over OTLP/HTTP with protobuf
-// bodies.
+// an OpenTelemetry server span as a child of the incoming trace context and,
+// inside it, the span Knative's queue-proxy makes for a proxied request,
+// kn.queueproxy.proxy (ProxySpanName); it rewrites the request's trace
+// headers so that the upstream sees that span as its parent; under a
+// concurrency limit the chain's limiter layer adds kn.queueproxy.wait
+// (StartWait, EndWait) for the wait for a slot. Finished spans are exported
+// over OTLP (package otlp: http/protobuf or grpc) or written to stdout.
 //
 // Configuration follows OpenTelemetry's own environment variables, read
 // through Config.Getenv rather than the process environment, so that
@@ -11,43 +14,43 @@
 // globals:
 //
 //   - OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none: tracing off.
-//   - OTEL_EXPORTER_OTLP_ENDPOINT (base URL; /v1/traces is appended) or
-//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is): with either set, or
-//     with OTEL_TRACES_EXPORTER=otlp, tracing is on. With none of them set,
-//     tracing is off: "no endpoint, no export" (docs/contract.md section 1.4).
-//   - OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION (gzip or
-//     none), _PROTOCOL: only http/protobuf, the default, is supported;
-//     http/json and grpc are refused with an error that names the variable.
-//   - OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE, _CLIENT_CERTIFICATE and
-//     _CLIENT_KEY: PEM files for an https collector.
+//   - OTEL_TRACES_EXPORTER: a comma list of otlp and console (each span as
+//     a line of JSON on Config.Stdout, as OpenTelemetry's stdout exporter
+//     writes it). Unset, it is otlp when an endpoint is set.
+//   - OTEL_EXPORTER_OTLP_ENDPOINT (a base URL: /v1/traces is appended for
+//     http/protobuf) or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is):
+//     with either set, tracing is on. With no endpoint and no exporter,
+//     tracing is off: "no endpoint, no export" (docs/contract.md section
+//     1.4).
+//   - OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (http/protobuf, the default, or
+//     grpc), _HEADERS, _TIMEOUT, _COMPRESSION (gzip or none), _CERTIFICATE,
+//     _CLIENT_CERTIFICATE and _CLIENT_KEY: otlp.FromEnv.
 //   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG; without them,
 //     parentbased_traceidratio with Config.SampleRate.
 //   - OTEL_PROPAGATORS: tracecontext, baggage, b3, b3multi, none.
-//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+//     (otlp.ResourceAttributes, which request metrics share).
 //
-// The exporter is the package's own (otlp.go), not OpenTelemetry's
-// otlptracehttp: that one's generated protobuf types link gRPC and
-// grpc-gateway into queue, doubling the binary and pushing idle RSS past
-// queue's budget. It POSTs ExportTraceServiceRequest protobuf with its own
-// http.Client, which ignores HTTP_PROXY and HTTPS_PROXY: those are meant for
-// the application, and the collector is reached directly. A collector's
-// 429, 502, 503 or 504, or a failed connection, is retried within the export
-// timeout, 3 attempts at most, honouring Retry-After; any other non-2xx
-// answer fails the export. Only the SDK's batch processor still reads the
+// The exporter is queue's own (otlp.go encodes, package otlp sends), not
+// OpenTelemetry's otlptracehttp or otlptracegrpc: their generated protobuf
+// types link gRPC and grpc-gateway into queue, doubling the binary and
+// pushing idle RSS past queue's budget (README, "Dependencies"). The SDK's
+// batch processor batches spans and hands each batch to package otlp's
+// queue, which never blocks it; only that processor still reads the
 // process environment by itself (OTEL_BSP_*).
 //
-// When tracing is off, New returns a nil *Tracer and queue does not install
-// Tracer.Handler at all, so the request path pays nothing: W3C traceparent
-// and tracestate, B3 and baggage headers then pass to the upstream unchanged,
-// like any other end-to-end header. The nil *Tracer's methods are still safe
+// When tracing is off, New returns a nil *Tracer and queue installs neither
+// Tracer.Handler nor the wait span, so the request path pays nothing: W3C
+// traceparent and tracestate, B3 and baggage headers then pass to the
+// upstream unchanged, like any other end-to-end header. The nil *Tracer's methods are still safe
 // to call: Handler returns next and Shutdown returns nil.
 //
 // What the package deliberately does not do:
 //
 //   - It touches no OpenTelemetry globals: no otel.SetTracerProvider, no
 //     otel.SetTextMapPropagator, no otel.SetErrorHandler. Export failures are
-//     logged to Config.Logger once per change of state, as a failing upstream
-//     is (docs/contract.md section 6).
+//     logged to Config.Logger by package otlp once per change of state, as a
+//     failing upstream is (docs/contract.md section 6).
 //   - It does not wrap the http.ResponseWriter (STYLE section 2 allows one
 //     wrapper on the hot path, and it belongs to whoever needs it most). The
 //     span records http.response.status_code only when the ResponseWriter that

@@ -3,12 +3,15 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
+
+	"github.com/queue-dev/queue/otlp"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -47,7 +50,18 @@ type Config struct {
 	// Logger receives one line at startup and the exporter's changes of
 	// state (failing, recovered). nil discards.
 	Logger *slog.Logger
+	// Stdout is where the console exporter writes (OTEL_TRACES_EXPORTER=
+	// console). nil means os.Stdout, as OpenTelemetry's stdout exporter.
+	Stdout io.Writer
 }
+
+// Span names of the request path, Knative's queue-proxy's: the span of a
+// proxied request, inside the server span, and the span of its wait for
+// a concurrency slot, inside that (pkg/queue/handler.go).
+const (
+	ProxySpanName = "kn.queueproxy.proxy"
+	WaitSpanName  = "kn.queueproxy.wait"
+)
 
 // Tracer starts a server span per request and exports spans. Create it with
 // New; it is safe for concurrent use. A nil *Tracer is tracing off: its
@@ -57,16 +71,17 @@ type Tracer struct {
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
 	stale    []string
-	fields   []string // canonical names of the fields the propagators read
-	exporter *exporter
+	fields   []string       // canonical names of the fields the propagators read
+	otlp     *otlp.Exporter // nil: no OTLP exporter (console only)
 }
 
 // New reads cfg.Getenv and returns a Tracer that exports to the configured
-// OTLP/HTTP endpoint. It returns (nil, nil), tracing off, when no exporter
-// is configured (see the package doc). It returns an error that names the
-// variable when a value is malformed; nothing is started then. New does not
-// connect: an unreachable collector shows as export failures in the log.
-// ctx bounds resource detection only.
+// exporters: OTLP (http/protobuf or grpc, package otlp) and the console. It
+// returns (nil, nil), tracing off, when no exporter is configured (see the
+// package doc). It returns an error that names the variable when a value
+// is malformed; nothing is started then. New does not connect: an
+// unreachable collector shows as export failures in the log. ctx bounds
+// resource detection only.
 func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	getenv := cfg.Getenv
 	if getenv == nil {
@@ -76,8 +91,8 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	on, err := exporterWanted(getenv)
-	if err != nil || !on {
+	want, err := exportersWanted(getenv)
+	if err != nil || !want.any() {
 		return nil, err
 	}
 	sampler, err := newSampler(getenv, cfg.SampleRate)
@@ -88,22 +103,42 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	expCfg, endpoint, err := exporterConfig(getenv)
-	if err != nil {
-		return nil, err
+	var expCfg otlp.Config
+	var endpoints []string
+	if want.otlp {
+		var endpoint string
+		expCfg, endpoint, err = otlp.FromEnv(getenv, otlp.Traces)
+		if err != nil {
+			return nil, err
+		}
+		endpoints = append(endpoints, string(expCfg.Protocol)+" "+endpoint)
+	}
+	if want.console {
+		endpoints = append(endpoints, "stdout")
 	}
 	res, err := newResource(ctx, getenv, cfg)
 	if err != nil {
 		return nil, err
 	}
-	exp := &exporter{SpanExporter: newOTLPExporter(expCfg), log: log}
-	provider := sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sampler),
-		sdktrace.WithResource(res),
-		sdktrace.WithBatcher(exp),
-	)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler), sdktrace.WithResource(res)}
+	var exp *otlp.Exporter
+	if want.otlp {
+		expCfg.Logger = log
+		if exp, err = otlp.New(expCfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", otlp.Traces.EnvName("ENDPOINT", false), err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(spanExporter{exp}))
+	}
+	if want.console {
+		w := cfg.Stdout
+		if w == nil {
+			w = os.Stdout
+		}
+		opts = append(opts, sdktrace.WithBatcher(newStdoutExporter(w)))
+	}
+	provider := sdktrace.NewTracerProvider(opts...)
 	log.LogAttrs(ctx, slog.LevelInfo, "tracing on",
-		slog.String("endpoint", endpoint),
+		slog.String("endpoint", strings.Join(endpoints, ", ")),
 		slog.String("sampler", sampler.Description()),
 		slog.String("propagators", props.names))
 	return &Tracer{
@@ -112,35 +147,27 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 		prop:     props.prop,
 		stale:    props.stale,
 		fields:   canonicalFields(props.prop.Fields()),
-		exporter: exp,
+		otlp:     exp,
 	}, nil
 }
 
-// newResource describes this process: service.name, the SDK, then
-// cfg.ResourceAttributes overridden by OTEL_RESOURCE_ATTRIBUTES.
+// Exporter returns the OTLP exporter, for its counters; nil when spans go
+// only to the console, or for the nil Tracer.
+func (t *Tracer) Exporter() *otlp.Exporter {
+	if t == nil {
+		return nil
+	}
+	return t.otlp
+}
+
+// newResource describes this process: the SDK, then the attributes of
+// otlp.ResourceAttributes (cfg.ResourceAttributes, OTEL_RESOURCE_ATTRIBUTES
+// and service.name), which request metrics share.
 func newResource(ctx context.Context, getenv func(string) string, cfg Config) (*resource.Resource, error) {
-	kv := map[string]string{}
-	for k, v := range cfg.ResourceAttributes {
-		kv[k] = v
-	}
-	fromEnv, err := parseKeyValues(getenv(envResourceAttributes))
+	kv, err := otlp.ResourceAttributes(getenv, cfg.ResourceAttributes, cfg.ServiceName)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envResourceAttributes, err)
+		return nil, err
 	}
-	for k, v := range fromEnv {
-		kv[k] = v
-	}
-	service := strings.TrimSpace(getenv(envServiceName))
-	if service == "" {
-		service = kv[string(semconv.ServiceNameKey)]
-	}
-	if service == "" {
-		service = cfg.ServiceName
-	}
-	if service == "" {
-		service = "queue"
-	}
-	kv[string(semconv.ServiceNameKey)] = service
 	attrs := make([]attribute.KeyValue, 0, len(kv))
 	for k, v := range kv {
 		attrs = append(attrs, attribute.String(k, v))
@@ -157,18 +184,15 @@ func newResource(ctx context.Context, getenv func(string) string, cfg Config) (*
 }
 
 // Shutdown ends the Tracer: it exports the spans not yet exported and
-// closes the exporter, within ctx. It returns an error when that last export
-// fails or ctx ends first. Call it once the servers that use Handler have
-// stopped; later spans are dropped.
+// closes the exporters, within ctx. It returns an error when the last
+// export fails or ctx ends first. Call it once the servers that use
+// Handler have stopped; later spans are dropped.
 func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
 	if err := t.provider.Shutdown(ctx); err != nil {
 		return fmt.Errorf("trace shutdown: %w", err)
-	}
-	if p := t.exporter.last.Load(); p != nil {
-		return fmt.Errorf("trace export: %w", *p)
 	}
 	return nil
 }
@@ -189,13 +213,16 @@ type StatusReporter interface {
 //
 //   - extracts the incoming context from r.Header with the propagators of
 //     OTEL_PROPAGATORS;
-//   - starts a span of kind server named after the method, as its child;
+//   - starts a span of kind server named after the method, as its child,
+//     and inside it ProxySpanName, the span Knative's queue-proxy makes
+//     for the proxied request (kind internal, no attributes of its own);
 //   - replaces the trace headers in r.Header (in place: the map is shared
-//     with the caller's request) with this span's context, so that the
-//     upstream sees this span as its parent; tracestate carries over and
-//     baggage is left as it came;
-//   - calls next with the span in the request's context;
-//   - ends the span when next returns, or panics (status error).
+//     with the caller's request) with the proxy span's context, so that
+//     the upstream sees that span as its parent; tracestate carries over
+//     and baggage is left as it came;
+//   - calls next with the proxy span in the request's context;
+//   - ends both spans when next returns, or panics (status error on the
+//     server span).
 //
 // The span is a child of the incoming context whether that context is
 // sampled or not, so an unsampled trace stays one trace downstream.
@@ -228,6 +255,7 @@ func (t *Tracer) Handler(next http.Handler) http.Handler {
 			// attribute slice.
 			span.SetAttributes(requestAttributes(r, method)...)
 		}
+		ctx, proxy := t.tracer.Start(ctx, ProxySpanName)
 		for _, h := range t.stale {
 			r.Header.Del(h)
 		}
@@ -236,12 +264,14 @@ func (t *Tracer) Handler(next http.Handler) http.Handler {
 		done := false
 		defer func() {
 			if !done { // next panicked, e.g. http.ErrAbortHandler mid-response
+				proxy.End()
 				span.SetStatus(codes.Error, "handler panicked")
 				span.End()
 			}
 		}()
 		next.ServeHTTP(w, r.WithContext(ctx))
 		done = true
+		proxy.End()
 		if recording {
 			if code := statusOf(w); code != 0 {
 				span.SetAttributes(semconv.HTTPResponseStatusCode(code))
@@ -255,6 +285,28 @@ func (t *Tracer) Handler(next http.Handler) http.Handler {
 		}
 		span.End()
 	})
+}
+
+// StartWait starts WaitSpanName, the span of a request's wait for a
+// concurrency slot, as a child of the span in ctx (Handler's proxy span),
+// as Knative's queue-proxy does for every request under a
+// containerConcurrency, whether or not it has to wait. The caller ends it
+// with EndWait once it has a slot or has given up. The chain's limiter
+// layer calls it only when tracing is on: with tracing off the wait costs
+// nothing more.
+func (t *Tracer) StartWait(ctx context.Context) trace.Span {
+	_, s := t.tracer.Start(ctx, WaitSpanName)
+	return s
+}
+
+// EndWait ends a span StartWait started. err is why no slot was taken
+// (a full queue, a wait that timed out, a client that left), or nil; the
+// span's status says it.
+func EndWait(s trace.Span, err error) {
+	if err != nil && s.IsRecording() {
+		s.SetStatus(codes.Error, err.Error())
+	}
+	s.End()
 }
 
 // statusOf returns the status code that w, or a writer it unwraps to,
@@ -357,38 +409,6 @@ func splitHostPort(hostport string) (string, int) {
 	}
 	return host, port
 }
-
-// exporter logs export failures once per change of state, as queue does for
-// a failing upstream (docs/contract.md section 6), and keeps the last export's
-// error for Shutdown. It returns nil to the batch processor, which would
-// otherwise hand the error to OpenTelemetry's global error handler, and
-// that writes unstructured lines through the log package.
-type exporter struct {
-	sdktrace.SpanExporter
-	log     *slog.Logger
-	failing atomic.Bool
-	last    atomic.Pointer[error] // nil after a successful export
-}
-
-// ExportSpans implements sdktrace.SpanExporter.
-func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err == nil {
-		e.last.Store(nil)
-		if e.failing.CompareAndSwap(true, false) {
-			e.log.LogAttrs(ctx, slog.LevelInfo, "trace export recovered")
-		}
-		return nil
-	}
-	e.last.Store(&err)
-	if e.failing.CompareAndSwap(false, true) {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "trace export failing",
-			slog.String("err", err.Error()), slog.Int("spans", len(spans)))
-	}
-	return nil
-}
-
-var _ sdktrace.SpanExporter = (*exporter)(nil)
 
 func canonicalFields(names []string) []string {
 	out := make([]string, len(names))

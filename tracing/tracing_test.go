@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -120,6 +121,36 @@ func getenv(rc *receiver, env map[string]string) func(string) string {
 		m["OTEL_EXPORTER_OTLP_ENDPOINT"] = rc.url
 	}
 	return func(k string) string { return m[k] }
+}
+
+// serverSpan returns the server span of one request's spans, and its
+// kn.queueproxy.proxy child; it fails the test unless there are exactly
+// those two.
+func serverSpan(t *testing.T, spans []exported) (server, proxy *tracepb.Span) {
+	t.Helper()
+	if len(spans) != 2 {
+		t.Fatalf("exported %d spans, want 2 (the server span and %s)", len(spans), tracing.ProxySpanName)
+	}
+	for _, s := range spans {
+		if s.span.GetKind() == tracepb.Span_SPAN_KIND_SERVER {
+			server = s.span
+		} else {
+			proxy = s.span
+		}
+	}
+	if server == nil || proxy == nil {
+		t.Fatalf("spans %v, want one of kind server and one internal", spans)
+	}
+	if got, want := proxy.GetName(), tracing.ProxySpanName; got != want {
+		t.Errorf("proxy span name %q, want %q", got, want)
+	}
+	if got, want := proxy.GetKind(), tracepb.Span_SPAN_KIND_INTERNAL; got != want {
+		t.Errorf("proxy span kind %v, want %v", got, want)
+	}
+	if !bytes.Equal(proxy.GetParentSpanId(), server.GetSpanId()) || !bytes.Equal(proxy.GetTraceId(), server.GetTraceId()) {
+		t.Errorf("proxy span's parent %x, want the server span %x", proxy.GetParentSpanId(), server.GetSpanId())
+	}
+	return server, proxy
 }
 
 func newTracer(t *testing.T, cfg tracing.Config) *tracing.Tracer {
@@ -356,12 +387,10 @@ func TestHandlerPropagation(t *testing.T) {
 			}
 			spans, _ := rc.got()
 
-			var span *tracepb.Span
+			var span, proxy *tracepb.Span
 			switch {
-			case tt.exported && len(spans) != 1:
-				t.Fatalf("exported %d spans, want 1", len(spans))
 			case tt.exported:
-				span = spans[0].span
+				span, proxy = serverSpan(t, spans)
 				if got, want := span.GetKind(), tracepb.Span_SPAN_KIND_SERVER; got != want {
 					t.Errorf("span kind = %v, want %v", got, want)
 				}
@@ -396,8 +425,8 @@ func TestHandlerPropagation(t *testing.T) {
 					t.Errorf("upstream trace id = %q, want 32 hex digits, not all zero", gotTrace)
 				}
 				if span != nil {
-					if want := hex.EncodeToString(span.GetSpanId()); gotSpan != want {
-						t.Errorf("upstream parent span id = %s, want the exported span %s", gotSpan, want)
+					if want := hex.EncodeToString(proxy.GetSpanId()); gotSpan != want {
+						t.Errorf("upstream parent span id = %s, want the exported proxy span %s", gotSpan, want)
 					}
 				} else if gotSpan == spanID || len(gotSpan) != 16 {
 					t.Errorf("upstream parent span id = %q, want a new span id", gotSpan)
@@ -520,10 +549,7 @@ func TestSpanAttributes(t *testing.T) {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			spans, _ := rc.got()
-			if len(spans) != 1 {
-				t.Fatalf("exported %d spans, want 1", len(spans))
-			}
-			span := spans[0].span
+			span, _ := serverSpan(t, spans)
 			if got := span.GetName(); got != tt.wantName {
 				t.Errorf("span name = %q, want %q", got, tt.wantName)
 			}
@@ -573,9 +599,7 @@ func TestResource(t *testing.T) {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			spans, _ := rc.got()
-			if len(spans) != 1 {
-				t.Fatalf("exported %d spans, want 1", len(spans))
-			}
+			serverSpan(t, spans)
 			got := attrs(spans[0].resource.GetAttributes())
 			for k, want := range tt.want {
 				if got[k] != want {
@@ -617,8 +641,8 @@ func TestExportRequest(t *testing.T) {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			spans, headers := rc.got()
-			if len(spans) != 1 || len(headers) != 1 {
-				t.Fatalf("got %d spans in %d exports, want 1 in 1", len(spans), len(headers))
+			if len(spans) != 2 || len(headers) != 1 {
+				t.Fatalf("got %d spans in %d exports, want 2 in 1", len(spans), len(headers))
 			}
 			for k, want := range tt.wantHeaders {
 				if got := headers[0].Get(k); got != want {
@@ -663,8 +687,8 @@ func TestExportFailure(t *testing.T) {
 	if err := shutdown(t, tr); err == nil {
 		t.Error("Shutdown = nil, want the failed export's error")
 	}
-	if got, want := strings.Count(logs.String(), "trace export failing"), 1; got != want {
-		t.Errorf("logged %q %d times, want %d; log:\n%s", "trace export failing", got, want, logs.String())
+	if got, want := strings.Count(logs.String(), `"msg":"otlp export failing","signal":"traces"`), 1; got != want {
+		t.Errorf("logged the failure %d times, want %d; log:\n%s", got, want, logs.String())
 	}
 }
 
@@ -685,10 +709,8 @@ func TestHandlerPanic(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	spans, _ := rc.got()
-	if len(spans) != 1 {
-		t.Fatalf("exported %d spans, want 1", len(spans))
-	}
-	if got, want := spans[0].span.GetStatus().GetCode(), tracepb.Status_STATUS_CODE_ERROR; got != want {
+	server, _ := serverSpan(t, spans)
+	if got, want := server.GetStatus().GetCode(), tracepb.Status_STATUS_CODE_ERROR; got != want {
 		t.Errorf("span status = %v, want %v", got, want)
 	}
 }
@@ -769,9 +791,8 @@ func TestNewErrors(t *testing.T) {
 		{name: "traces endpoint ftp", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://collector/"}, want: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{name: "headers without =", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "secret"}, want: "OTEL_EXPORTER_OTLP_HEADERS"},
 		{name: "header name invalid", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a b=c"}, want: "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
-		{name: "grpc protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: "OTEL_EXPORTER_OTLP_PROTOCOL"},
-		// Only http/protobuf is implemented: JSON is refused, not sent as
-		// protobuf to a collector that expects JSON.
+		// Only http/protobuf and grpc are implemented: JSON is refused, not
+		// sent as protobuf to a collector that expects JSON.
 		{name: "json protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, want: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
 		{name: "certificate missing", env: map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem"}, want: "OTEL_EXPORTER_OTLP_CERTIFICATE"},
 		{name: "client key without certificate", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "/nonexistent/key.pem"}, want: "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"},
@@ -804,5 +825,73 @@ func TestNewErrors(t *testing.T) {
 				t.Errorf("New error = %q quotes a header value", err)
 			}
 		})
+	}
+}
+
+// TestConsoleExporter: OTEL_TRACES_EXPORTER=console (Knative's tracing
+// protocol stdout) writes each span as one line of JSON with the fields of
+// OpenTelemetry's stdouttrace exporter, timestamps included.
+func TestConsoleExporter(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	tr := newTracer(t, tracing.Config{
+		Getenv:     func(k string) string { return map[string]string{"OTEL_TRACES_EXPORTER": "console"}[k] },
+		SampleRate: 1, Stdout: &out, ServiceName: "hello",
+	})
+	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
+	tr.Handler(&upstream{}).ServeHTTP(httptest.NewRecorder(), req)
+	if err := shutdown(t, tr); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2 (one per span):\n%s", len(lines), out.String())
+	}
+	// The fields of go.opentelemetry.io/otel/sdk/trace/tracetest.SpanStub,
+	// which stdouttrace encodes.
+	want := []string{"Name", "SpanContext", "Parent", "SpanKind", "StartTime", "EndTime", "Attributes", "Events",
+		"Links", "Status", "DroppedAttributes", "DroppedEvents", "DroppedLinks", "ChildSpanCount", "Resource",
+		"InstrumentationScope", "InstrumentationLibrary"}
+	names := map[string]bool{}
+	for _, l := range lines {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if len(m) != len(want) {
+			t.Errorf("line has %d fields, want %d: %s", len(m), len(want), l)
+		}
+		for _, k := range want {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line lacks %s: %s", k, l)
+			}
+		}
+		var s struct {
+			Name        string
+			SpanContext struct{ TraceID string }
+			StartTime   time.Time
+			Resource    []struct {
+				Key   string
+				Value struct{ Value any }
+			}
+		}
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatal(err)
+		}
+		names[s.Name] = true
+		if s.SpanContext.TraceID != traceID || s.StartTime.IsZero() {
+			t.Errorf("span %s: trace %s, start %v; want %s and a start time", s.Name, s.SpanContext.TraceID, s.StartTime, traceID)
+		}
+		found := false
+		for _, a := range s.Resource {
+			found = found || a.Key == "service.name" && a.Value.Value == "hello"
+		}
+		if !found {
+			t.Errorf("span %s: resource %v lacks service.name hello", s.Name, s.Resource)
+		}
+	}
+	if !names["GET"] || !names[tracing.ProxySpanName] {
+		t.Errorf("spans %v, want GET and %s", names, tracing.ProxySpanName)
 	}
 }

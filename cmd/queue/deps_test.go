@@ -18,15 +18,19 @@ func TestDependencyDirection(t *testing.T) {
 		own      []string
 		external []string // import path prefixes
 	}{
-		"cmd/queue": {own: []string{"chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "internal/gostack"}, external: []string{""}},
+		"cmd/queue": {own: []string{"chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack"}, external: []string{""}},
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
-		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "internal/gostack"}, external: []string{""}},
+		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
-		// path.
-		"tracing": {external: []string{""}},
+		// path. It exports through otlp.
+		"tracing": {own: []string{"otlp"}, external: []string{""}},
+		// otlp is the OTLP transport (http/protobuf and gRPC on net/http)
+		// and wire encoding that traces and metrics share: no gRPC library,
+		// no generated OTLP types, protowire alone.
+		"otlp": {external: []string{"golang.org/x/net/", "golang.org/x/text/", "google.golang.org/protobuf/encoding/protowire", "google.golang.org/protobuf/internal/"}},
 		// cmd/image builds the container image; go-containerregistry is
 		// linked there alone (TestImage checks queue's build info).
 		"cmd/image": {external: []string{"github.com/google/go-containerregistry/", "github.com/klauspost/compress", "github.com/opencontainers/", "golang.org/x/sync/errgroup"}},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -87,21 +88,28 @@ func TestTracing(t *testing.T) {
 	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
-	if len(rcv.spans) != 1 {
-		t.Fatalf("%d spans exported, want 1", len(rcv.spans))
+	if len(rcv.spans) != 2 {
+		t.Fatalf("%d spans exported, want 2", len(rcv.spans))
 	}
-	s := rcv.spans[0]
+	s, proxySpan := rcv.spans[0], rcv.spans[1]
+	if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+		s, proxySpan = proxySpan, s
+	}
 	if got := hex.EncodeToString(s.GetTraceId()); got != traceID {
 		t.Errorf("span trace id %s, want %s", got, traceID)
 	}
 	if got := hex.EncodeToString(s.GetParentSpanId()); got != parentID {
 		t.Errorf("span parent %s, want the incoming %s", got, parentID)
 	}
-	if got := hex.EncodeToString(s.GetSpanId()); got != parts[2] {
-		t.Errorf("upstream's parent %s is not queue's span %s", parts[2], got)
-	}
 	if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
 		t.Errorf("span kind %v, want server", s.GetKind())
+	}
+	if proxySpan.GetName() != "kn.queueproxy.proxy" || !bytes.Equal(proxySpan.GetParentSpanId(), s.GetSpanId()) {
+		t.Errorf("second span %q with parent %x, want kn.queueproxy.proxy inside the server span %x",
+			proxySpan.GetName(), proxySpan.GetParentSpanId(), s.GetSpanId())
+	}
+	if got := hex.EncodeToString(proxySpan.GetSpanId()); got != parts[2] {
+		t.Errorf("upstream's parent %s is not queue's kn.queueproxy.proxy span %s", parts[2], got)
 	}
 	var status int64
 	for _, a := range s.GetAttributes() {

@@ -1,4 +1,4 @@
-package tracing
+package otlp
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// encodeKeyValues is parseKeyValues's inverse: every value byte that is not
+// encodeKeyValues is ParseKeyValues's inverse: every value byte that is not
 // a letter or digit is percent-encoded.
 func encodeKeyValues(kv map[string]string) string {
 	var b strings.Builder
@@ -35,19 +35,19 @@ func encodeKeyValues(kv map[string]string) string {
 func FuzzKeyValues(f *testing.F) {
 	f.Add("api-key=abc,tenant=a%2Cb")
 	f.Fuzz(func(t *testing.T, s string) {
-		kv, err := parseKeyValues(s)
+		kv, err := ParseKeyValues(s)
 		if err != nil {
 			return
 		}
 		for k := range kv {
 			if k == "" || strings.ContainsAny(k, ",=") || strings.TrimSpace(k) != k {
-				t.Fatalf("parseKeyValues(%q) has key %q", s, k)
+				t.Fatalf("ParseKeyValues(%q) has key %q", s, k)
 			}
 		}
 		enc := encodeKeyValues(kv)
-		again, err := parseKeyValues(enc)
+		again, err := ParseKeyValues(enc)
 		if err != nil {
-			t.Fatalf("parseKeyValues(%q) (re-encoded from %q) = %v", enc, s, err)
+			t.Fatalf("ParseKeyValues(%q) (re-encoded from %q) = %v", enc, s, err)
 		}
 		if !maps.Equal(kv, again) {
 			t.Fatalf("round trip of %q: %q -> %v, want %v", s, enc, again, kv)
