@@ -250,7 +250,8 @@ func TestKnativeReconciler(t *testing.T) {
 		`kn_serving_invocation_duration_seconds_bucket{` + identity + `,http_response_status_code="200",le="7.5"} 2`,
 		`kn_serving_queue_depth{` + identity + `} `,
 		`target_info{k8s_container_name="queue-proxy",`,
-		`http_server_request_duration_seconds_count{namespace="default",service="hello",configuration="hello",revision="hello-00001",pod="` + pod + `",http_response_status_code="200"} 2`,
+		`http_server_request_duration_seconds_count{namespace="default",service="hello",configuration="hello",revision="hello-00001",pod="` + pod +
+			`",http_request_method="GET",http_response_status_code="200",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"} 1`, // /greet
 		"go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -4,8 +4,10 @@
 // its response and integrates the number of active requests over time, so
 // that each window yields the time-weighted average concurrency, the same
 // for requests proxied by Knative's activator, and the request rates. Its
-// [Recorder.Handler] also observes each request's duration by status code
-// for a histogram.
+// [Recorder.Handler] also observes each request's duration for a
+// histogram, by status code, method, scheme and HTTP version
+// ([Recorder.Durations]), which the Prometheus text and the OTLP push of
+// cmd/queue both read.
 //
 // Nothing runs in the background. A window is closed when someone reads the
 // figures ([Recorder.Snapshot], which the stats-port scrape and

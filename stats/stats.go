@@ -241,7 +241,7 @@ func (s *Recorder) done(rw *responseWriter, r *http.Request, start int64, proxie
 func (s *Recorder) end(status int, bytes int64, r *http.Request, start int64, proxied bool) {
 	end := s.now()
 	s.End(end, proxied)
-	s.hist.observe(status, end-start)
+	s.hist.observe(status, kindOf(r), end-start)
 	if s.cfg.OnDone != nil {
 		s.cfg.OnDone(r, status, bytes, time.Duration(end-start)*time.Microsecond)
 	}
@@ -309,17 +309,74 @@ const (
 	codeNoneAs = 499
 )
 
-// codeHistogram is the duration histogram of one status code.
+// What the histogram keeps apart within a status code, the attributes
+// OpenTelemetry's HTTP server instrumentation gives
+// http.server.request.duration: the method (the nine of RFC 9110 and
+// RFC 5789, any other as _OTHER), the scheme and the HTTP version. Each
+// list is in the order the series are written.
+var (
+	methodNames  = [...]string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE", "_OTHER"}
+	schemeNames  = [...]string{"http", "https"}
+	versionNames = [...]string{"1.0", "1.1", "2"}
+)
+
+const numKinds = len(methodNames) * len(schemeNames) * len(versionNames)
+
+// kindOf is the index of r's method, scheme and version among a status
+// code's series: a few comparisons, no allocation.
+func kindOf(r *http.Request) int {
+	m := len(methodNames) - 1
+	switch r.Method {
+	case http.MethodConnect:
+		m = 0
+	case http.MethodDelete:
+		m = 1
+	case http.MethodGet:
+		m = 2
+	case http.MethodHead:
+		m = 3
+	case http.MethodOptions:
+		m = 4
+	case http.MethodPatch:
+		m = 5
+	case http.MethodPost:
+		m = 6
+	case http.MethodPut:
+		m = 7
+	case http.MethodTrace:
+		m = 8
+	}
+	sc := 0
+	if r.TLS != nil {
+		sc = 1
+	}
+	v := 1
+	switch {
+	case r.ProtoMajor == 2:
+		v = 2
+	case r.ProtoMajor == 1 && r.ProtoMinor == 0:
+		v = 0
+	}
+	return (m*len(schemeNames)+sc)*len(versionNames) + v
+}
+
+// codeHistogram is the duration histogram of one series.
 type codeHistogram struct {
 	counts [len(DurationBuckets) + 1]atomic.Uint64 // last: +Inf
 	sum    atomic.Int64                            // microseconds
 }
 
-// histogram keeps one codeHistogram per status code, made the first time
-// the code is seen: a handful of codes ever occur, so the cost is a few
-// hundred bytes each, and an observation is two atomic adds.
+// codeSeries are the series of one status code, by kindOf.
+type codeSeries struct {
+	byKind [numKinds]atomic.Pointer[codeHistogram]
+}
+
+// histogram keeps the series of each status code, made the first time the
+// code, and then the method, scheme and version, are seen: a handful ever
+// occur, so the cost is half a kilobyte per code and a little more per
+// series, and an observation is two atomic adds.
 type histogram struct {
-	byCode [maxCode - minCode + 1]atomic.Pointer[codeHistogram]
+	byCode [maxCode - minCode + 1]atomic.Pointer[codeSeries]
 }
 
 func codeOf(status int) int {
@@ -329,12 +386,18 @@ func codeOf(status int) int {
 	return status
 }
 
-func (h *histogram) observe(status int, micros int64) {
+func (h *histogram) observe(status, kind int, micros int64) {
 	slot := &h.byCode[codeOf(status)-minCode]
-	ch := slot.Load()
+	cs := slot.Load()
+	if cs == nil {
+		slot.CompareAndSwap(nil, new(codeSeries))
+		cs = slot.Load()
+	}
+	ks := &cs.byKind[kind]
+	ch := ks.Load()
 	if ch == nil {
-		slot.CompareAndSwap(nil, new(codeHistogram))
-		ch = slot.Load()
+		ks.CompareAndSwap(nil, new(codeHistogram))
+		ch = ks.Load()
 	}
 	i := 0
 	for i < len(bucketsMicros) && micros > bucketsMicros[i] {
@@ -344,36 +407,112 @@ func (h *histogram) observe(status int, micros int64) {
 	ch.sum.Add(micros)
 }
 
-// AppendDurationHistogram appends, in the Prometheus text format, the
-// request duration histogram under name, one series per status code
-// (label http_response_status_code), each series also carrying labels (a
-// ready label list without braces, or empty). Codes never seen have no
-// series.
-func (s *Recorder) AppendDurationHistogram(b []byte, name, help, labels string) []byte {
-	b = AppendMetricHeader(b, name, "histogram", help)
+// DurationSeries is one series of the request duration histogram.
+type DurationSeries struct {
+	// Status is the status code; 499 when nothing was written.
+	Status int
+	// Method ("GET", ..., "_OTHER"), Scheme ("http", "https") and
+	// ProtocolVersion ("1.0", "1.1", "2") tell the series of one status
+	// apart; all three are "" in a series that sums them (ByStatus).
+	Method, Scheme, ProtocolVersion string
+	// Counts are per bucket of DurationBuckets, not cumulative; the last
+	// is past the last bound.
+	Counts [len(DurationBuckets) + 1]uint64
+	// Sum is the durations' sum in seconds.
+	Sum float64
+}
+
+// Count is the number of requests in the series.
+func (d *DurationSeries) Count() uint64 {
+	var n uint64
+	for _, c := range d.Counts {
+		n += c
+	}
+	return n
+}
+
+// Durations returns the series of the request duration histogram, by
+// status code, then method, scheme and version, in that order; series
+// never seen are left out. The Prometheus text and the OTLP push both
+// read it, so that they agree. It allocates: a scrape's or a push's work.
+func (s *Recorder) Durations() []DurationSeries {
+	var out []DurationSeries
 	for i := range s.hist.byCode {
-		ch := s.hist.byCode[i].Load()
-		if ch == nil {
+		cs := s.hist.byCode[i].Load()
+		if cs == nil {
 			continue
 		}
-		var counts [len(DurationBuckets) + 1]uint64
-		var total uint64
-		for j := range counts {
-			counts[j] = ch.counts[j].Load()
-			total += counts[j]
+		for k := range cs.byKind {
+			ch := cs.byKind[k].Load()
+			if ch == nil {
+				continue
+			}
+			d := DurationSeries{Status: i + minCode,
+				Method:          methodNames[k/(len(schemeNames)*len(versionNames))],
+				Scheme:          schemeNames[k/len(versionNames)%len(schemeNames)],
+				ProtocolVersion: versionNames[k%len(versionNames)],
+				Sum:             float64(ch.sum.Load()) / 1e6,
+			}
+			for j := range d.Counts {
+				d.Counts[j] = ch.counts[j].Load()
+			}
+			out = append(out, d)
 		}
+	}
+	return out
+}
+
+// ByStatus sums series (in Durations' order) by status code alone:
+// Knative's kn.serving.invocation.duration has no other attribute.
+func ByStatus(series []DurationSeries) []DurationSeries {
+	var out []DurationSeries
+	for _, d := range series {
+		if len(out) == 0 || out[len(out)-1].Status != d.Status {
+			out = append(out, DurationSeries{Status: d.Status})
+		}
+		o := &out[len(out)-1]
+		for j, c := range d.Counts {
+			o.Counts[j] += c
+		}
+		o.Sum += d.Sum
+	}
+	return out
+}
+
+// Start returns the Recorder's creation time: where its cumulative
+// counts start.
+func (s *Recorder) Start() time.Time { return s.t0 }
+
+// AppendDurationHistogram appends, in the Prometheus text format, series
+// of the request duration histogram under name, each series carrying
+// labels (a ready label list without braces, or empty) and then the
+// OpenTelemetry Prometheus exporter's names of its attributes:
+// http_request_method, http_response_status_code, network_protocol_name
+// and network_protocol_version, url_scheme (the status code alone in a
+// ByStatus series).
+func AppendDurationHistogram(b []byte, name, help, labels string, series []DurationSeries) []byte {
+	b = AppendMetricHeader(b, name, "histogram", help)
+	for i := range series {
+		d := &series[i]
 		lbl := labels
 		if lbl != "" {
 			lbl += ","
 		}
-		lbl += `http_response_status_code="` + strconv.Itoa(i+minCode) + `"`
+		if d.Method != "" {
+			lbl += `http_request_method="` + d.Method + `",`
+		}
+		lbl += `http_response_status_code="` + strconv.Itoa(d.Status) + `"`
+		if d.Method != "" {
+			lbl += `,network_protocol_name="http",network_protocol_version="` + d.ProtocolVersion + `",url_scheme="` + d.Scheme + `"`
+		}
 		var cum uint64
 		for j, le := range DurationBuckets {
-			cum += counts[j]
+			cum += d.Counts[j]
 			b = fmt.Appendf(b, "%s_bucket{%s,le=\"%s\"} %d\n", name, lbl, strconv.FormatFloat(le, 'g', -1, 64), cum)
 		}
+		total := d.Count()
 		b = fmt.Appendf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, lbl, total)
-		b = fmt.Appendf(b, "%s_sum{%s} %s\n", name, lbl, strconv.FormatFloat(float64(ch.sum.Load())/1e6, 'g', -1, 64))
+		b = fmt.Appendf(b, "%s_sum{%s} %s\n", name, lbl, strconv.FormatFloat(d.Sum, 'g', -1, 64))
 		b = fmt.Appendf(b, "%s_count{%s} %d\n", name, lbl, total)
 	}
 	return b
@@ -415,8 +554,8 @@ func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
 	gauge("queue_depth", "Requests waiting for a concurrency slot now.", float64(depth))
 	gauge("queue_process_uptime_seconds", "Seconds since queue started.", time.Since(s.t0).Seconds())
 
-	b = s.AppendDurationHistogram(b, "http_server_request_duration_seconds",
-		"Duration of requests from arrival to the end of the response, by status code.", labels)
+	b = AppendDurationHistogram(b, "http_server_request_duration_seconds",
+		"Duration of requests from arrival to the end of the response, by method, status code, protocol and scheme.", labels, s.Durations())
 	_, err := w.Write(b)
 	return err
 }

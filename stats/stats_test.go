@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"crypto/tls"
 	"io"
 	"math"
 	"net"
@@ -483,8 +484,8 @@ func TestHandler(t *testing.T) {
 	for _, want := range []string{
 		`queue_depth{revision="r1"} 3`,
 		`queue_active_requests{revision="r1"} 0`,
-		`http_server_request_duration_seconds_count{revision="r1",http_response_status_code="201"} 1`,
-		`http_server_request_duration_seconds_bucket{revision="r1",http_response_status_code="201",le="+Inf"} 1`,
+		`http_server_request_duration_seconds_count{revision="r1",http_request_method="GET",http_response_status_code="201",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"} 1`,
+		`http_server_request_duration_seconds_bucket{revision="r1",http_request_method="GET",http_response_status_code="201",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http",le="+Inf"} 1`,
 		"# TYPE queue_requests_per_second gauge",
 	} {
 		if !strings.Contains(b.String(), want) {
@@ -597,5 +598,62 @@ func TestHandlerEngine(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: OnDone not called", want.path)
 		}
+	}
+}
+
+// TestDurations: the histogram keeps a series per status code, method,
+// scheme and HTTP version, with OpenTelemetry's values for each; ByStatus
+// sums them per code.
+func TestDurations(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	serve := func(method, proto string, secure bool, status int) {
+		r := httptest.NewRequest(method, "/", nil)
+		r.Proto = proto
+		r.ProtoMajor, r.ProtoMinor, _ = http.ParseHTTPVersion(proto)
+		r.TLS = nil
+		if secure {
+			r.TLS = &tls.ConnectionState{}
+		}
+		s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+		})).ServeHTTP(httptest.NewRecorder(), r)
+	}
+	serve("GET", "HTTP/1.1", false, 200)
+	serve("GET", "HTTP/1.1", false, 200)
+	serve("POST", "HTTP/2.0", true, 200)
+	serve("BREW", "HTTP/1.0", false, 200)
+	serve("GET", "HTTP/1.1", false, 503)
+	type key struct {
+		status                  int
+		method, scheme, version string
+	}
+	got := map[key]uint64{}
+	var order []key
+	for _, d := range s.Durations() {
+		k := key{d.Status, d.Method, d.Scheme, d.ProtocolVersion}
+		got[k] = d.Count()
+		order = append(order, k)
+	}
+	want := map[key]uint64{
+		{200, "GET", "http", "1.1"}:    2,
+		{200, "POST", "https", "2"}:    1,
+		{200, "_OTHER", "http", "1.0"}: 1,
+		{503, "GET", "http", "1.1"}:    1,
+	}
+	if len(got) != len(want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("series %v: %d requests, want %d", k, got[k], n)
+		}
+	}
+	if len(order) == 4 && (order[0] != key{200, "GET", "http", "1.1"} || order[3].status != 503) {
+		t.Errorf("order %v, want by status, then method", order)
+	}
+	by := ByStatus(s.Durations())
+	if len(by) != 2 || by[0].Status != 200 || by[0].Count() != 4 || by[1].Status != 503 || by[1].Count() != 1 || by[0].Method != "" {
+		t.Errorf("ByStatus = %+v, want 4 requests at 200 and 1 at 503", by)
 	}
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading a request head (slowloris). It is
 	// not a flag; 0 means readHeaderTimeout. Tests shorten it.
 	ReadHeaderTimeout time.Duration
+	// TraceStdout is where spans go with the console exporter (Knative's
+	// tracing protocol stdout). It is not a flag; nil means os.Stdout.
+	// Tests read it.
+	TraceStdout io.Writer
 }
 
 // ConfigError is a configuration mistake: queue exits 2 with its message.
@@ -369,8 +373,10 @@ func (c *Config) validateAddrs(src sources) error {
 	if c.TLSCert != "" {
 		lns = append(lns, listener{"tls-listen", c.TLSListen})
 	}
-	lns = append(lns, listener{"admin-listen", c.AdminListen}, listener{"stats-listen", c.StatsListen},
-		listener{"metrics-listen", c.MetricsListen})
+	lns = append(lns, listener{"admin-listen", c.AdminListen}, listener{"stats-listen", c.StatsListen})
+	if c.MetricsListen != "" { // "": no metrics port (requestMetrics protocol none)
+		lns = append(lns, listener{"metrics-listen", c.MetricsListen})
+	}
 	for i, a := range lns {
 		for _, b := range lns[:i] {
 			if port, ok := sharePort(a.addr, b.addr); ok {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 )
@@ -307,7 +307,7 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 // own reconciler.
 var knativeEnv = [...]struct{ name, use string }{
 	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, logs); k8s_namespace_name on kn_* metrics and target_info"},
-	{"SERVING_SERVICE", "revision label service; kn_service_name; the traces' default service name"},
+	{"SERVING_SERVICE", "revision label service; kn_service_name; the default service.name of traces, pushed metrics and target_info"},
 	{"SERVING_CONFIGURATION", "revision label configuration; kn_configuration_name"},
 	{"SERVING_REVISION", "revision label revision; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
 	{"QUEUE_SERVING_PORT", "--listen :PORT; 8013 also means --upstream-protocol h2c"},
@@ -332,7 +332,7 @@ var knativeEnv = [...]struct{ name, use string }{
 	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
 	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
 	{"ENABLE_MULTI_CONTAINER_PROBES", "SERVING_READINESS_PROBE may be an array of probes, all of which must pass"},
-	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof); see below for what is not supported"},
+	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf or grpc endpoint, stdout, sampling rate), request metrics (prometheus port, OTLP push over http/protobuf or grpc and its interval, none), runtime profiling (--pprof); see below for what is not supported"},
 }
 
 // Knative holds what the Knative environment sets beyond queue's flags.
@@ -345,9 +345,23 @@ type Knative struct {
 	// RequestLog, when set, shapes each access log line: Knative's
 	// request-log template from OBSERVABILITY_CONFIG.
 	RequestLog *template.Template
+	// MetricsPush, when its Protocol is set, pushes the request metrics
+	// over OTLP (OBSERVABILITY_CONFIG's requestMetrics).
+	MetricsPush MetricsPush
 	// Notes are settings queue accepts but cannot honour, logged at
 	// startup as warnings.
 	Notes []string
+}
+
+// MetricsPush is a push of the request metrics over OTLP. The exporter's
+// endpoint and the rest of its settings come from the OTLP variables
+// (otlp.FromEnv), which Config.Getenv serves with Knative's endpoint and
+// protocol under them.
+type MetricsPush struct {
+	// Protocol is otlp.GRPC or otlp.HTTPProtobuf; "" means no push.
+	Protocol otlp.Protocol
+	// Interval is the time between two pushes.
+	Interval time.Duration
 }
 
 // tlsOptions is the TLS server policy that flags and Knative set.
@@ -501,8 +515,9 @@ type knativeObservability struct {
 		Profiling string `json:"profiling"`
 	} `json:"runtime"`
 	RequestMetrics struct {
-		Protocol string `json:"protocol"`
-		Endpoint string `json:"endpoint"`
+		Protocol       string       `json:"protocol"`
+		Endpoint       string       `json:"endpoint"`
+		ExportInterval jsonDuration `json:"exportInterval"`
 	} `json:"requestMetrics"`
 	EnableRequestLog      bool   `json:"enableRequestLog"`
 	RequestLogTemplate    string `json:"requestLogTemplate"`
@@ -549,14 +564,18 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 	overlay := map[string]string{}
 	switch p := o.Tracing.Protocol; p {
 	case "", "none":
-	case "http/protobuf":
-		u, err := otlpTracesURL(o.Tracing.Endpoint)
+	case "http/protobuf", "grpc":
+		u, err := knativeOTLPURL(o.Tracing.Endpoint, otlp.Traces, otlp.Protocol(p))
 		if err != nil {
 			return configErrorf("invalid tracing endpoint %q in OBSERVABILITY_CONFIG: %v", o.Tracing.Endpoint, err)
 		}
 		overlay["OTEL_TRACES_EXPORTER"] = "otlp"
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
-			overlay["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = u
+		// Knative's protocol picks the exporter whatever the general
+		// OTEL_EXPORTER_OTLP_PROTOCOL says; the traces variable is more
+		// specific, and a container that sets it has asked for it.
+		overlay[otlp.Traces.EnvName("PROTOCOL", true)] = p
+		if getenv(otlp.Traces.EnvName("ENDPOINT", false)) == "" {
+			overlay[otlp.Traces.EnvName("ENDPOINT", true)] = u
 		}
 		if r := o.Tracing.SamplingRate; r < 0 || r > 1 {
 			return configErrorf("invalid tracing samplingRate %v in OBSERVABILITY_CONFIG: want a number from 0 to 1", r)
@@ -564,25 +583,53 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		if !given["trace-sample-rate"] {
 			c.TraceSampleRate = o.Tracing.SamplingRate
 		}
-	case "grpc", "stdout":
-		note("tracing protocol %q is not supported (only http/protobuf): no traces are exported", p)
+	case "stdout":
+		// OpenTelemetry's console exporter; Knative samples every new
+		// trace for it whatever samplingRate says.
+		overlay["OTEL_TRACES_EXPORTER"] = "console"
+		if !given["trace-sample-rate"] {
+			c.TraceSampleRate = 1
+		}
 	default:
 		return configErrorf("invalid tracing protocol %q in OBSERVABILITY_CONFIG: want http/protobuf, grpc, stdout or none", p)
 	}
-	service := cmp.Or(getenv("SERVING_SERVICE"), getenv("SERVING_CONFIGURATION"), getenv("SERVING_REVISION"), getenv("SERVING_POD"))
-	if service != "" {
-		overlay["OTEL_SERVICE_NAME"] = service
-	}
-	var res []string
-	for _, kv := range [...][2]string{{"k8s.namespace.name", "SERVING_NAMESPACE"}, {"k8s.pod.name", "SERVING_POD"},
-		{"kn.service.name", "SERVING_SERVICE"}, {"kn.configuration.name", "SERVING_CONFIGURATION"}, {"kn.revision.name", "SERVING_REVISION"}} {
-		if v := getenv(kv[1]); v != "" {
-			res = append(res, kv[0]+"="+url.PathEscape(v))
+	// Request metrics, as Knative's queue-proxy has them: none at all, a
+	// Prometheus port, or a push over OTLP (which leaves queue's Prometheus
+	// port as it is). A flag or QUEUE_* variable for the port wins.
+	switch p := o.RequestMetrics.Protocol; p {
+	case "":
+	case "none":
+		if !given["metrics-listen"] {
+			c.MetricsListen = ""
 		}
+	case "prometheus":
+		if ep := o.RequestMetrics.Endpoint; ep != "" && !given["metrics-listen"] {
+			if _, port, err := net.SplitHostPort(ep); err != nil || port == "" {
+				return configErrorf("invalid requestMetrics endpoint %q in OBSERVABILITY_CONFIG: want host:port, such as :9091", ep)
+			}
+			c.MetricsListen = ep
+		}
+	case "grpc", "http/protobuf":
+		// As Knative's exporters, the OTLP variables' endpoint wins over
+		// the ConfigMap's; Knative's protocol picks the exporter.
+		ep := o.RequestMetrics.Endpoint
+		if getenv(otlp.Metrics.EnvName("ENDPOINT", false)) == "" && getenv(otlp.Metrics.EnvName("ENDPOINT", true)) == "" {
+			u, err := knativeOTLPURL(ep, otlp.Metrics, otlp.Protocol(p))
+			if err != nil {
+				return configErrorf("invalid requestMetrics endpoint %q in OBSERVABILITY_CONFIG: %v", ep, err)
+			}
+			overlay[otlp.Metrics.EnvName("ENDPOINT", true)] = u
+		}
+		overlay[otlp.Metrics.EnvName("PROTOCOL", true)] = p
+		interval, err := metricsInterval(getenv, time.Duration(o.RequestMetrics.ExportInterval))
+		if err != nil {
+			return err
+		}
+		c.Knative.MetricsPush = MetricsPush{Protocol: otlp.Protocol(p), Interval: interval}
+	default:
+		return configErrorf("invalid requestMetrics protocol %q in OBSERVABILITY_CONFIG: want prometheus, grpc, http/protobuf or none", p)
 	}
-	if len(res) > 0 {
-		overlay["OTEL_RESOURCE_ATTRIBUTES"] = strings.Join(res, ",")
-	}
+
 	if base := c.Getenv; base != nil {
 		c.Getenv = func(k string) string {
 			if v := base(k); v != "" {
@@ -592,35 +639,20 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		}
 	}
 
-	// Request metrics: queue always serves Prometheus text; the endpoint
-	// moves the port.
-	switch p := o.RequestMetrics.Protocol; p {
-	case "", "none":
-	case "prometheus":
-		if ep := o.RequestMetrics.Endpoint; ep != "" && !given["metrics-listen"] {
-			if _, port, err := net.SplitHostPort(ep); err != nil || port == "" {
-				return configErrorf("invalid requestMetrics endpoint %q in OBSERVABILITY_CONFIG: want host:port, such as :9091", ep)
-			}
-			c.MetricsListen = ep
-		}
-	case "grpc", "http/protobuf":
-		note("request metrics protocol %q is not supported (no OTLP metrics push): the same metrics are served as Prometheus text on %s", p, c.MetricsListen)
-	default:
-		return configErrorf("invalid requestMetrics protocol %q in OBSERVABILITY_CONFIG: want prometheus, grpc, http/protobuf or none", p)
-	}
-
 	if o.Runtime.Profiling == "enabled" && !given["pprof"] {
 		c.PProf = true
 	}
 	return nil
 }
 
-// otlpTracesURL turns Knative's tracing endpoint into an OTLP/HTTP traces
-// URL: an endpoint without a scheme is https (as Knative reads it), one
-// without a path gets the signal's path /v1/traces.
-func otlpTracesURL(ep string) (string, error) {
+// knativeOTLPURL reads an OTLP endpoint of config-observability as
+// Knative's exporters do (knative.dev/pkg/observability's endpointFor): an
+// endpoint without a scheme (collector:4317) is https; for http/protobuf an
+// endpoint without a path gets the signal's (/v1/traces, /v1/metrics),
+// for grpc the path is not used.
+func knativeOTLPURL(ep string, s otlp.Signal, p otlp.Protocol) (string, error) {
 	if ep == "" {
-		return "", fmt.Errorf("http/protobuf needs an endpoint")
+		return "", fmt.Errorf("%s needs an endpoint", p)
 	}
 	u, err := url.Parse(ep)
 	if err == nil && u.Opaque != "" || err == nil && u.Scheme == "" {
@@ -629,8 +661,56 @@ func otlpTracesURL(ep string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("want an http:// or https:// URL, or host:port")
 	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/traces"
+	if p == otlp.HTTPProtobuf && (u.Path == "" || u.Path == "/") {
+		u.Path = s.HTTPPath()
 	}
 	return u.String(), nil
+}
+
+// defaultMetricsInterval is OpenTelemetry's periodic reader's interval,
+// which Knative keeps when config-observability gives none
+// (request-metrics-export-interval).
+const defaultMetricsInterval = 60 * time.Second
+
+// metricsInterval is the push interval: OTEL_METRIC_EXPORT_INTERVAL
+// (milliseconds) when set, as in Knative, else the ConfigMap's when
+// positive, else defaultMetricsInterval.
+func metricsInterval(getenv func(string) string, fromConfig time.Duration) (time.Duration, error) {
+	if v := strings.TrimSpace(getenv("OTEL_METRIC_EXPORT_INTERVAL")); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 || ms > int64(24*time.Hour/time.Millisecond) {
+			return 0, configErrorf("invalid value %q for OTEL_METRIC_EXPORT_INTERVAL: want a positive number of milliseconds", v)
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	if fromConfig > 0 {
+		return fromConfig, nil
+	}
+	return defaultMetricsInterval, nil
+}
+
+// jsonDuration is a time.Duration in OBSERVABILITY_CONFIG: the reconciler
+// writes Go's time.Duration as encoding/json does, a number of
+// nanoseconds; a Go duration string is read too.
+type jsonDuration time.Duration
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case float64:
+		*d = jsonDuration(x)
+	case string:
+		p, err := time.ParseDuration(x)
+		if err != nil {
+			return fmt.Errorf("duration %q: want nanoseconds or a Go duration such as 60s", x)
+		}
+		*d = jsonDuration(p)
+	case nil:
+	default:
+		return fmt.Errorf("duration %s: want nanoseconds or a Go duration such as 60s", b)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 )
@@ -258,7 +259,7 @@ func TestKnativeObservability(t *testing.T) {
 			`"endpoint":"http://collector.obs:4318","samplingRate":0.25},"requestMetrics":{"protocol":"prometheus","endpoint":":9095"},"runtime":{"profiling":"enabled"}}`},
 		check: func(t *testing.T, c Config) {
 			for k, want := range map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector.obs:4318/v1/traces",
-				"OTEL_SERVICE_NAME": "svc", "OTEL_RESOURCE_ATTRIBUTES": "k8s.namespace.name=ns,kn.service.name=svc"} {
+				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"} {
 				if got := c.Getenv(k); got != want {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}
@@ -279,20 +280,89 @@ func TestKnativeObservability(t *testing.T) {
 			if got := c.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); got != "http://mine:4318/v1/traces" || c.TraceSampleRate != 1 {
 				t.Errorf("endpoint %s rate %v", got, c.TraceSampleRate)
 			}
-			if u, _ := otlpTracesURL("collector:4318"); u != "https://collector:4318/v1/traces" {
+			if u, _ := knativeOTLPURL("collector:4318", otlp.Traces, otlp.HTTPProtobuf); u != "https://collector:4318/v1/traces" {
 				t.Errorf("bare endpoint gives %s", u)
 			}
 		},
 	}, {
-		name: "what queue cannot honour is noted, not fatal",
-		env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"grpc","endpoint":"collector:4317"},` +
-			`"requestMetrics":{"protocol":"grpc","endpoint":"collector:4317"},"enableProbeRequestLog":true}`},
+		name: "tracing and request metrics over OTLP/gRPC",
+		env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"grpc","endpoint":"collector:4317","samplingRate":0.5},` +
+			`"requestMetrics":{"protocol":"grpc","endpoint":"http://collector:4317","exportInterval":10000000000}}`},
 		check: func(t *testing.T, c Config) {
-			if len(c.Knative.Notes) != 3 {
-				t.Errorf("notes %q, want 3", c.Knative.Notes)
+			for k, want := range map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+				"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://collector:4317", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc",
+				"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://collector:4317"} {
+				if got := c.Getenv(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
 			}
-			if got := c.Getenv("OTEL_TRACES_EXPORTER"); got != "" {
-				t.Errorf("OTEL_TRACES_EXPORTER = %q for grpc, want unset", got)
+			if got, want := c.Knative.MetricsPush, (MetricsPush{Protocol: otlp.GRPC, Interval: 10 * time.Second}); got != want {
+				t.Errorf("metrics push %+v, want %+v", got, want)
+			}
+			if c.MetricsListen != ":9091" || c.TraceSampleRate != 0.5 {
+				t.Errorf("metrics port %q, sample rate %v; want :9091 and 0.5", c.MetricsListen, c.TraceSampleRate)
+			}
+			for _, n := range c.Knative.Notes {
+				if strings.Contains(n, "tracing") || strings.Contains(n, "requestMetrics") || strings.Contains(n, "request metrics") {
+					t.Errorf("note %q: tracing and request metrics over gRPC are supported", n)
+				}
+			}
+		},
+	}, {
+		name: "request metrics over OTLP/HTTP: Knative's interval string, the default path",
+		env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"http/protobuf",` +
+			`"endpoint":"collector:4318","exportInterval":"15s"}}`},
+		check: func(t *testing.T, c Config) {
+			if got := c.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"); got != "https://collector:4318/v1/metrics" {
+				t.Errorf("metrics endpoint %q", got)
+			}
+			if got, want := c.Knative.MetricsPush, (MetricsPush{Protocol: otlp.HTTPProtobuf, Interval: 15 * time.Second}); got != want {
+				t.Errorf("metrics push %+v, want %+v", got, want)
+			}
+		},
+	}, {
+		name: "request metrics push: the OTLP variables win, as in Knative",
+		env: map[string]string{"USER_PORT": "8080", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://mine:4318", "OTEL_METRIC_EXPORT_INTERVAL": "2500",
+			"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"http/protobuf","endpoint":"http://collector:4318"}}`},
+		check: func(t *testing.T, c Config) {
+			if got := c.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"); got != "" {
+				t.Errorf("metrics endpoint %q, want none over OTEL_EXPORTER_OTLP_ENDPOINT", got)
+			}
+			if got, want := c.Knative.MetricsPush.Interval, 2500*time.Millisecond; got != want {
+				t.Errorf("interval %v, want OTEL_METRIC_EXPORT_INTERVAL's %v", got, want)
+			}
+		},
+	}, {
+		name: "request metrics push: OpenTelemetry's default interval",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"grpc","endpoint":"http://c:4317"}}`},
+		check: func(t *testing.T, c Config) {
+			if got, want := c.Knative.MetricsPush.Interval, 60*time.Second; got != want {
+				t.Errorf("interval %v, want %v", got, want)
+			}
+		},
+	}, {
+		name: "request metrics none: no metrics port",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"none"}}`},
+		check: func(t *testing.T, c Config) {
+			if c.MetricsListen != "" || c.Knative.MetricsPush.Protocol != "" {
+				t.Errorf("metrics port %q push %+v, want neither", c.MetricsListen, c.Knative.MetricsPush)
+			}
+		},
+	}, {
+		name: "request metrics none: --metrics-listen wins",
+		args: []string{"--metrics-listen", ":9099"},
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"none"}}`},
+		check: func(t *testing.T, c Config) {
+			if c.MetricsListen != ":9099" {
+				t.Errorf("metrics port %q, want :9099", c.MetricsListen)
+			}
+		},
+	}, {
+		name: "tracing to stdout samples every new trace",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"stdout","samplingRate":0.1}}`},
+		check: func(t *testing.T, c Config) {
+			if got := c.Getenv("OTEL_TRACES_EXPORTER"); got != "console" || c.TraceSampleRate != 1 {
+				t.Errorf("exporter %q rate %v, want console and 1", got, c.TraceSampleRate)
 			}
 		},
 	}, {
@@ -348,6 +418,12 @@ func TestKnativeObservabilityErrors(t *testing.T) {
 		{"sampling rate", map[string]string{"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"http/protobuf","endpoint":"http://x","samplingRate":2}}`}, "samplingRate"},
 		{"metrics protocol", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"statsd"}}`}, "requestMetrics protocol"},
 		{"metrics endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"prometheus","endpoint":"9091"}}`}, "requestMetrics endpoint"},
+		{"metrics push without endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"grpc"}}`}, "requestMetrics endpoint"},
+		{"metrics push endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"http/protobuf","endpoint":"ftp://c"}}`}, "requestMetrics endpoint"},
+		{"metrics interval", map[string]string{"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"grpc","endpoint":"http://c:4317","exportInterval":"soon"}}`}, "OBSERVABILITY_CONFIG"},
+		{"metrics interval variable", map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "1m",
+			"OBSERVABILITY_CONFIG": `{"requestMetrics":{"protocol":"grpc","endpoint":"http://c:4317"}}`}, "OTEL_METRIC_EXPORT_INTERVAL"},
+		{"tracing grpc without endpoint", map[string]string{"OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"grpc"}}`}, "tracing endpoint"},
 		{"zap configuration not JSON", map[string]string{"SERVING_LOGGING_CONFIG": `level: info`}, "SERVING_LOGGING_CONFIG"},
 		{"zap level", map[string]string{"SERVING_LOGGING_CONFIG": `{"level":"loud"}`}, "SERVING_LOGGING_CONFIG"},
 		{"full duplex", map[string]string{"ENABLE_HTTP_FULL_DUPLEX": "yes please"}, "ENABLE_HTTP_FULL_DUPLEX"},

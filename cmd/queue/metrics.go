@@ -3,17 +3,20 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/queue-dev/queue/ingress"
+	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/stats"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -92,6 +95,9 @@ func (a *app) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write(appendGlitchMetrics(make([]byte, 0, 1024), a.promLabels, g)); err != nil {
 		return
 	}
+	if _, err := w.Write(a.appendExportMetrics(make([]byte, 0, 256))); err != nil {
+		return
+	}
 	if _, err := w.Write(a.knativeMetrics()); err != nil {
 		return
 	}
@@ -130,6 +136,43 @@ func appendGlitchMetrics(b []byte, labels string, g ingress.Glitches) []byte {
 	return b
 }
 
+// exporters are the OTLP exporters running: traces' and metrics'.
+func (a *app) exporters() []*otlp.Exporter {
+	var exps []*otlp.Exporter
+	for _, e := range [...]*otlp.Exporter{a.tracer.Exporter(), a.pushExporter} {
+		if e != nil {
+			exps = append(exps, e)
+		}
+	}
+	return exps
+}
+
+// appendExportMetrics appends queue_otlp_dropped_total, the export
+// requests dropped because the collector was down or slow while the queue
+// was full (package otlp), one series per signal exported over OTLP, with
+// the labels of the queue_* series; nothing without an OTLP exporter.
+func (a *app) appendExportMetrics(b []byte) []byte {
+	exps := a.exporters()
+	if len(exps) == 0 {
+		return b
+	}
+	b = stats.AppendMetricHeader(b, "queue_otlp_dropped_total", "counter",
+		"OTLP export requests dropped, the oldest first, because the collector was down or slow and the export queue was full.")
+	for _, e := range exps {
+		b = append(b, `queue_otlp_dropped_total{signal="`...)
+		b = append(b, e.Signal().String()...)
+		b = append(b, '"')
+		if a.promLabels != "" {
+			b = append(b, ',')
+			b = append(b, a.promLabels...)
+		}
+		b = append(b, "} "...)
+		b = strconv.AppendUint(b, e.Dropped(), 10)
+		b = append(b, '\n')
+	}
+	return b
+}
+
 // knativeMetrics renders what Knative's queue-proxy exports through
 // OpenTelemetry's Prometheus exporter, with the same names, label names and
 // buckets: the invocation duration histogram by status code, the queue
@@ -140,8 +183,9 @@ func appendGlitchMetrics(b []byte, labels string, g ingress.Glitches) []byte {
 func (a *app) knativeMetrics() []byte {
 	id := a.cfg.Labels.knative()
 	b := make([]byte, 0, 2048)
-	b = a.stats.AppendDurationHistogram(b, "kn_serving_invocation_duration_seconds",
-		"The duration of task execution (queue: from arrival, time waiting for a slot included).", id)
+	b = stats.AppendDurationHistogram(b, "kn_serving_invocation_duration_seconds",
+		"The duration of task execution (queue: from arrival, time waiting for a slot included).", id,
+		stats.ByStatus(a.stats.Durations()))
 	if a.depth != nil {
 		b = append(b, "# HELP kn_serving_queue_depth Number of current requests in the queue (queue: in flight, waiting or proxied).\n# TYPE kn_serving_queue_depth gauge\nkn_serving_queue_depth"...)
 		if id != "" {
@@ -153,22 +197,69 @@ func (a *app) knativeMetrics() []byte {
 		b = strconv.AppendInt(b, int64(a.stats.Active()), 10)
 		b = append(b, '\n')
 	}
-	v, _ := buildInfo()
-	target := `k8s_container_name="queue-proxy",service_version="` + escapeLabel(v) + `"`
-	service := cmp.Or(a.cfg.Labels.Service, a.cfg.Labels.Configuration, a.cfg.Labels.Revision, a.cfg.Labels.Pod)
-	if service != "" {
-		target += `,service_name="` + escapeLabel(service) + `"`
-	}
-	if a.cfg.Labels.Pod != "" {
-		target += `,service_instance_id="` + escapeLabel(a.cfg.Labels.Pod) + `"`
-	}
-	if id != "" {
-		target += "," + id
-	}
 	b = append(b, "# HELP target_info Target metadata\n# TYPE target_info gauge\ntarget_info{"...)
-	b = append(b, target...)
+	for i, kv := range a.resource {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLabelName(b, kv.Key)
+		b = append(b, `="`...)
+		b = append(b, escapeLabel(kv.Str)...)
+		b = append(b, '"')
+	}
 	b = append(b, "} 1\n"...)
 	return b
+}
+
+// appendLabelName appends an OpenTelemetry attribute key as a Prometheus
+// label name, as OpenTelemetry's Prometheus exporter writes it: every
+// character other than a letter, a digit or _ becomes _.
+func appendLabelName(b []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' {
+			b = append(b, c)
+		} else {
+			b = append(b, '_')
+		}
+	}
+	return b
+}
+
+// otelResource is what describes queue to OpenTelemetry, as Knative's
+// queue-proxy describes itself (pkg/queue/sharedmain/otel.go): the
+// container, the version, the revision's identity, and the service name,
+// the first of the service, configuration, revision and pod that is set.
+// otlp.ResourceAttributes adds OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_SERVICE_NAME; traces, pushed metrics and target_info all carry the
+// result.
+func (c Config) otelResource() (base map[string]string, service string) {
+	v, _ := buildInfo()
+	base = map[string]string{"k8s.container.name": "queue-proxy", "service.version": v}
+	for _, kv := range [...][2]string{{"k8s.namespace.name", c.Labels.Namespace}, {"k8s.pod.name", c.Labels.Pod},
+		{"service.instance.id", c.Labels.Pod}, {"kn.service.name", c.Labels.Service},
+		{"kn.configuration.name", c.Labels.Configuration}, {"kn.revision.name", c.Labels.Revision}} {
+		if kv[1] != "" {
+			base[kv[0]] = kv[1]
+		}
+	}
+	return base, cmp.Or(c.Labels.Service, c.Labels.Configuration, c.Labels.Revision, c.Labels.Pod)
+}
+
+// resourceAttrs is the resource of c with the environment's additions, in
+// key order. A malformed OTEL_RESOURCE_ATTRIBUTES, which tracing and the
+// metrics push refuse at start, leaves them out.
+func resourceAttrs(c Config) []otlp.Attr {
+	base, service := c.otelResource()
+	kv, err := otlp.ResourceAttributes(c.Getenv, base, service)
+	if err != nil {
+		kv, _ = otlp.ResourceAttributes(nil, base, service)
+	}
+	attrs := make([]otlp.Attr, 0, len(kv))
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		attrs = append(attrs, otlp.String(k, kv[k]))
+	}
+	return attrs
 }
 
 // knative renders the labels under the names Knative's OpenTelemetry

@@ -22,7 +22,8 @@ import (
 func TestPrometheusExposition(t *testing.T) {
 	t.Parallel()
 	labels := Labels{Namespace: "ns", Service: "svc", Configuration: "cfg", Revision: "svc-00001", Pod: "svc-00001-pod"}
-	a := &app{cfg: Config{Labels: labels}, stats: stats.New(stats.Config{}), promLabels: labels.prometheus(), depth: func() int { return 0 }}
+	a := &app{cfg: Config{Labels: labels}, stats: stats.New(stats.Config{}), promLabels: labels.prometheus(), depth: func() int { return 0 },
+		resource: resourceAttrs(Config{Labels: labels})}
 	codes := []int{200, 200, 404, 503}
 	for _, code := range codes {
 		a.stats.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +144,7 @@ func TestPrometheusExposition(t *testing.T) {
 // Knative environment there are no identity labels.
 func TestPrometheusNoConcurrencyLimit(t *testing.T) {
 	t.Parallel()
-	a := &app{stats: stats.New(stats.Config{})}
+	a := &app{stats: stats.New(stats.Config{}), resource: resourceAttrs(Config{})}
 	rec := httptest.NewRecorder()
 	a.metricsHandler(rec, httptest.NewRequest("GET", "/metrics", nil))
 	p := expfmt.NewTextParser(model.UTF8Validation)

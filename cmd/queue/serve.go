@@ -19,6 +19,7 @@ import (
 	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/internal/gostack"
 	"github.com/queue-dev/queue/limit"
+	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
@@ -49,6 +50,14 @@ type app struct {
 	drainer *drain.Drainer
 	stats   *stats.Recorder
 	tracer  *tracing.Tracer // nil: tracing off, and not on the request path
+	// resource describes queue to OpenTelemetry: target_info, traces and
+	// pushed metrics (Config.otelResource).
+	resource []otlp.Attr
+	// pushExporter sends the request metrics over OTLP, every
+	// cfg.Knative.MetricsPush.Interval once serve starts pusher; both nil
+	// without a push, and then no timer runs for it.
+	pushExporter *otlp.Exporter
+	pusher       *otlp.Pusher
 
 	statsSrv, metricsSrv *h1.Server
 	statsLn, metricsLn   net.Listener
@@ -72,6 +81,8 @@ func (a *app) addrs() addrs {
 	}
 	if a.statsLn != nil {
 		x.Stats = a.statsLn.Addr().String()
+	}
+	if a.metricsLn != nil {
 		x.Metrics = a.metricsLn.Addr().String()
 	}
 	return x
@@ -115,9 +126,22 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	a.tracer, err = tracing.New(context.Background(), tracing.Config{Getenv: getenv, SampleRate: cfg.TraceSampleRate, Logger: logger})
+	a.resource = resourceAttrs(cfg)
+	resBase, service := cfg.otelResource()
+	a.tracer, err = tracing.New(context.Background(), tracing.Config{Getenv: getenv, SampleRate: cfg.TraceSampleRate, Logger: logger,
+		ServiceName: service, ResourceAttributes: resBase, Stdout: cfg.TraceStdout})
 	if err != nil {
 		return nil, &ConfigError{msg: err.Error()}
+	}
+	var pushCfg otlp.Config
+	if cfg.Knative.MetricsPush.Protocol != "" {
+		var endpoint string
+		if pushCfg, endpoint, err = otlp.FromEnv(getenv, otlp.Metrics); err != nil {
+			return nil, &ConfigError{msg: err.Error()}
+		}
+		pushCfg.Logger = logger
+		logger.LogAttrs(context.Background(), slog.LevelInfo, "metrics push on",
+			slog.String("endpoint", pushDescription(cfg.Knative.MetricsPush, endpoint)))
 	}
 	var limiter *limit.Limiter // nil: no limit, and not in the chain
 	if cfg.Concurrency > 0 {
@@ -201,8 +225,18 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	if a.statsLn, err = listen(cfg.StatsListen); err != nil {
 		return nil, err
 	}
-	if a.metricsLn, err = listen(cfg.MetricsListen); err != nil {
-		return nil, err
+	if cfg.MetricsListen != "" { // "": requestMetrics protocol none
+		if a.metricsLn, err = listen(cfg.MetricsListen); err != nil {
+			return nil, err
+		}
+	}
+	if pushCfg.URL != "" {
+		if a.pushExporter, err = otlp.New(pushCfg); err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, &ConfigError{msg: err.Error()}
+		}
 	}
 	return a, nil
 }
@@ -243,7 +277,12 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
-	run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
+	if a.metricsLn != nil {
+		run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
+	}
+	if a.pushExporter != nil {
+		a.pusher = otlp.StartPusher(a.pushExporter, a.cfg.Knative.MetricsPush.Interval, a.otlpMetrics)
+	}
 	go func() {
 		gostack.Grow()
 		a.watcher.Run(ctx)
@@ -302,6 +341,12 @@ func (a *app) drain() error {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "websocket connections cut at drain timeout", slog.Int("open", a.proxy.Tunnels()))
 	}
 	a.proxy.Close()
+	if a.pusher != nil {
+		// The last push: what came since the one before would be lost.
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.pusher.Shutdown(flush)
+		cancel()
+	}
 	if a.tracer != nil {
 		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		a.tracer.Shutdown(flush)
