@@ -147,6 +147,10 @@ func IsProbe(r *http.Request) bool {
 		strings.HasPrefix(ua[0], "Knative-Autoscaling-Probe")
 }
 
+// Arrivals returns how many requests (probes aside) have arrived since the
+// Drainer was made.
+func (d *Drainer) Arrivals() uint64 { return d.arrivals.Load() }
+
 // Handler answers probes and passes every other request to next, noting its
 // arrival.
 func (d *Drainer) Handler(next http.Handler) http.Handler {
