@@ -249,7 +249,7 @@ func (a *app) serve(ctx context.Context) error {
 		a.watcher.Run(ctx)
 	}()
 	go a.releaseWhenReady(ctx)
-	go releaseAtRest(ctx, a.drainer.Arrivals)
+	go releaseAtRest(ctx, a.drainer.Arrivals, a.log)
 	// Canceling ctx drains at once, even in the middle of a quiet period.
 	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 
