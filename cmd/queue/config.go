@@ -59,6 +59,10 @@ type Config struct {
 	TLSMinVersion uint16
 	// Knative is what the rest of the Knative environment sets (knative.go).
 	Knative Knative
+	// DetectHTTP2 makes HTTP readiness probes of http:// URLs find out
+	// whether the upstream speaks h2c (ENABLE_HTTP2_AUTO_DETECTION; see
+	// probe.HTTP's DetectHTTP2).
+	DetectHTTP2 bool
 	// Prober, when set, replaces the one --probe describes
 	// (SERVING_READINESS_PROBE), with its thresholds.
 	Prober                             probe.Prober

@@ -133,6 +133,13 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		}
 	}
 
+	if v := getenv("ENABLE_HTTP2_AUTO_DETECTION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return configErrorf("invalid value %q for ENABLE_HTTP2_AUTO_DETECTION: want true or false", v)
+		}
+		c.DetectHTTP2 = b
+	}
 	if v := getenv("SERVING_READINESS_PROBE"); v != "" && !given["probe"] {
 		multi, _ := strconv.ParseBool(getenv("ENABLE_MULTI_CONTAINER_PROBES"))
 		if err := c.readinessFromJSON(v, multi, given["probe-period"]); err != nil {
@@ -269,7 +276,8 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}
-		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{}}
+		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{},
+			DetectHTTP2: c.DetectHTTP2 && scheme == "http"}
 		for _, kv := range h.HTTPHeaders {
 			if strings.EqualFold(kv.Name, "Host") {
 				hp.Host = kv.Value
@@ -324,7 +332,7 @@ var knativeEnv = [...]struct{ name, use string }{
 	{"SYSTEM_NAMESPACE", "ignored: the namespace of Knative's control plane, where its ConfigMaps live; queue reads none"},
 	{"SERVING_READINESS_PROBE", "the readiness probe (tcpSocket, httpGet, grpc); exec is refused"},
 	{"HOST_IP", "ignored: the node's address; Knative's queue-proxy reads it nowhere either (it is there for extensions and node agents)"},
-	{"ENABLE_HTTP2_AUTO_DETECTION", "ignored: HTTP readiness probes speak HTTP/1.1; an h2c-only container is probed with tcpSocket or grpc"},
+	{"ENABLE_HTTP2_AUTO_DETECTION", "true: an http readiness probe tries h2c, then HTTP/1.1, and keeps to the one that answered ready; false: HTTP/1.1 only"},
 	{"ENABLE_HTTP_FULL_DUPLEX", "checked to be true or false, else ignored: queue's HTTP/1.1 path is always full duplex (request body and response stream at once)"},
 	{"ROOT_CA", "ignored: the CA Knative's queue-proxy extensions (QPOptions) trust; queue has no extensions, and its OTLP exporter takes OTEL_EXPORTER_OTLP_CERTIFICATE"},
 	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3 (unset: 1.2; Knative's queue-proxy: 1.3)"},

@@ -191,6 +191,7 @@ func TestKnativeEnvErrors(t *testing.T) {
 		{"probe with a bad port", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"tcpSocket":{"port":"http"}}`}, "SERVING_READINESS_PROBE"},
 		{"probe with a bad scheme", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"httpGet":{"port":8080,"scheme":"FTP"}}`}, "SERVING_READINESS_PROBE"},
 		{"several probes without the switch", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `[{},{}]`}, "ENABLE_MULTI_CONTAINER_PROBES"},
+		{"HTTP/2 detection not a boolean", map[string]string{"USER_PORT": "8080", "ENABLE_HTTP2_AUTO_DETECTION": "enabled"}, "ENABLE_HTTP2_AUTO_DETECTION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

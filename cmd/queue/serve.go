@@ -217,7 +217,7 @@ func newProber(cfg Config) probe.Prober {
 	case cfg.Probe == "grpc":
 		return &probe.GRPC{Addr: cfg.Upstream}
 	case strings.HasPrefix(cfg.Probe, "http:"):
-		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:")}
+		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:"), DetectHTTP2: cfg.DetectHTTP2}
 	}
 	return probe.TCP{Addr: cfg.Upstream}
 }
