@@ -182,7 +182,7 @@ func TestKnativeReconciler(t *testing.T) {
 	for k, want := range map[string]any{
 		"listen": ":8012", "tls_listen": ":8112", "upstream": "127.0.0.1:8080", "concurrency": 10.0,
 		"timeout": "5m0s", "response_start_timeout": "30s", "idle_timeout": "1m0s", "probe": "knative",
-		"access_log": true, "pprof": true, "trace_sample_rate": 1.0,
+		"access_log": true, "pprof": false, "pprof_listen": ":8008", "trace_sample_rate": 1.0,
 	} {
 		if cfg[k] != want {
 			t.Errorf("startup config %s = %v, want %v", k, cfg[k], want)
@@ -229,11 +229,21 @@ func TestKnativeReconciler(t *testing.T) {
 		t.Error("a TLS 1.3-only client got in past QUEUE_PROXY_TLS_MAX_VERSION=1.2")
 	}
 
-	// Runtime profiling on: pprof on the admin port.
-	if res, err := http.Get("http://127.0.0.1:8022/debug/pprof/cmdline"); err != nil || res.StatusCode != 200 {
-		t.Errorf("pprof: %v %v", err, res)
-	} else {
-		res.Body.Close()
+	// Runtime profiling on: pprof on the port the reconciler declares for
+	// it, and not on the admin port.
+	declared := false
+	for _, p := range container.Ports {
+		declared = declared || p.ContainerPort == 8008
+	}
+	if !declared {
+		t.Errorf("the reconciler declares no port 8008 with runtime profiling on: %v", container.Ports)
+	}
+	for url, want := range map[string]int{"http://127.0.0.1:8008/debug/pprof/cmdline": 200, "http://127.0.0.1:8022/debug/pprof/cmdline": 404} {
+		if res, err := http.Get(url); err != nil || res.StatusCode != want {
+			t.Errorf("%s: %v %v, want %d", url, err, res, want)
+		} else {
+			res.Body.Close()
+		}
 	}
 
 	// Prometheus: Knative's families, with the revision's identity.

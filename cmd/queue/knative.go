@@ -26,6 +26,11 @@ import (
 // certificate pair when system-internal TLS is on.
 const DefaultKnativeCertDir = "/var/lib/knative/certs"
 
+// knativeProfilingListen is where Knative's queue-proxy serves
+// /debug/pprof/ when config-observability turns runtime profiling on
+// (knative.dev/pkg/observability/runtime's ProfilingDefaultPort).
+const knativeProfilingListen = ":8008"
+
 // knativeH2CPort is the serving port Knative gives revisions whose
 // container port is named h2c.
 const knativeH2CPort = "8013"
@@ -340,7 +345,7 @@ var knativeEnv = [...]struct{ name, use string }{
 	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
 	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
 	{"ENABLE_MULTI_CONTAINER_PROBES", "SERVING_READINESS_PROBE may be an array of probes, all of which must pass"},
-	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof); see below for what is not supported"},
+	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof-listen :8008); see below for what is not supported"},
 }
 
 // Knative holds what the Knative environment sets beyond queue's flags.
@@ -617,8 +622,11 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		return configErrorf("invalid requestMetrics protocol %q in OBSERVABILITY_CONFIG: want prometheus, grpc, http/protobuf or none", p)
 	}
 
-	if o.Runtime.Profiling == "enabled" && !given["pprof"] {
-		c.PProf = true
+	// Runtime profiling: Knative's queue-proxy serves it on a port of its
+	// own, which the reconciler declares on the container (profiling-port)
+	// when the switch is on; the admin port keeps it only with --pprof.
+	if o.Runtime.Profiling == "enabled" && !given["pprof-listen"] {
+		c.PProfListen = knativeProfilingListen
 	}
 	return nil
 }

@@ -264,8 +264,8 @@ func TestKnativeObservability(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}
 			}
-			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || !c.PProf {
-				t.Errorf("sample rate %v metrics %s pprof %v", c.TraceSampleRate, c.MetricsListen, c.PProf)
+			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || c.PProfListen != ":8008" || c.PProf {
+				t.Errorf("sample rate %v metrics %s pprof %q, on the admin port %v", c.TraceSampleRate, c.MetricsListen, c.PProfListen, c.PProf)
 			}
 			if len(c.Knative.Notes) != 0 {
 				t.Errorf("notes %q, want none", c.Knative.Notes)
