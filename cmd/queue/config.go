@@ -56,7 +56,8 @@ type Config struct {
 	PodIP string
 	// KnativeCertDir holds tls.crt and tls.key when Knative mounts them.
 	KnativeCertDir string
-	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION).
+	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION;
+	// unset, 1.3 in Knative mode: knativeTLSMinVersion).
 	TLSMinVersion uint16
 	// Knative is what the rest of the Knative environment sets (knative.go).
 	Knative Knative

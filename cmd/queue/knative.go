@@ -31,6 +31,12 @@ const DefaultKnativeCertDir = "/var/lib/knative/certs"
 // (knative.dev/pkg/observability/runtime's ProfilingDefaultPort).
 const knativeProfilingListen = ":8008"
 
+// knativeTLSMinVersion is Knative mode's TLS floor when
+// QUEUE_PROXY_TLS_MIN_VERSION is unset: Knative's queue-proxy takes the
+// default of knative.dev/pkg/network/tls (DefaultConfigFromEnv), TLS 1.3.
+// Standalone the floor stays 1.2.
+const knativeTLSMinVersion = tls.VersionTLS13
+
 // knativeH2CPort is the serving port Knative gives revisions whose
 // container port is named h2c.
 const knativeH2CPort = "8013"
@@ -340,7 +346,7 @@ var knativeEnv = [...]struct{ name, use string }{
 	{"ENABLE_HTTP2_AUTO_DETECTION", "true: an http readiness probe tries h2c, then HTTP/1.1, and keeps to the one that answered ready; false: HTTP/1.1 only"},
 	{"ENABLE_HTTP_FULL_DUPLEX", "checked to be true or false, else ignored: queue's HTTP/1.1 path is always full duplex (request body and response stream at once)"},
 	{"ROOT_CA", "ignored: the CA Knative's queue-proxy extensions (QPOptions) trust; queue has no extensions, and its OTLP exporter takes OTEL_EXPORTER_OTLP_CERTIFICATE"},
-	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3 (unset: 1.2; Knative's queue-proxy: 1.3)"},
+	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3; unset: 1.3 in Knative mode, as Knative's queue-proxy (1.2 under a QUEUE_PROXY_TLS_MAX_VERSION of 1.2), 1.2 standalone"},
 	{"QUEUE_PROXY_TLS_MAX_VERSION", "TLS ceiling, 1.2 or 1.3"},
 	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
 	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
@@ -465,6 +471,14 @@ func applyKnativeTLS(c *Config, getenv func(string) string) error {
 		c.Knative.TLSMaxVersion = tls.VersionTLS13
 	default:
 		return configErrorf("invalid value %q for QUEUE_PROXY_TLS_MAX_VERSION: want 1.2 or 1.3", v)
+	}
+	if getenv("QUEUE_PROXY_TLS_MIN_VERSION") == "" && c.KnativeMode {
+		c.TLSMinVersion = knativeTLSMinVersion
+		if max := c.Knative.TLSMaxVersion; max != 0 && max < c.TLSMinVersion {
+			// Knative's queue-proxy would then accept no handshake at all:
+			// a ceiling of 1.2 alone asks for 1.2.
+			c.TLSMinVersion = max
+		}
 	}
 	if c.Knative.TLSMaxVersion != 0 && c.Knative.TLSMaxVersion < c.TLSMinVersion {
 		return configErrorf("QUEUE_PROXY_TLS_MAX_VERSION %q is below QUEUE_PROXY_TLS_MIN_VERSION %q: want max at least min",

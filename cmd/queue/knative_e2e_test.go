@@ -104,6 +104,11 @@ func TestKnativeDropIn(t *testing.T) {
 		if res, _ := get(t, &http.Client{Transport: tr}, "https://127.0.0.1:8112/", nil); res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
 			t.Errorf("TLS: %d %s", res.StatusCode, res.Proto)
 		}
+		// Knative's TLS floor, 1.3, with QUEUE_PROXY_TLS_MIN_VERSION unset.
+		if c, err := tls.Dial("tcp", "127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MaxVersion: tls.VersionTLS12}); err == nil {
+			c.Close()
+			t.Error("a TLS 1.2 client got in: want Knative's floor, 1.3")
+		}
 		// The autoscaler's endpoint and the labels.
 		res, body = get(t, http.DefaultClient, "http://127.0.0.1:9090/metrics", nil)
 		if res.Header.Get("Content-Type") != "application/protobuf" || !strings.Contains(body, "svc-00001-pod") {
