@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -115,9 +116,13 @@ func TestKnativeReconciler(t *testing.T) {
 	var exports sync.WaitGroup
 	exports.Add(1)
 	var once sync.Once
+	var controlPlane atomic.Int32 // requests to the control plane's metrics endpoint
 	collector := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && r.URL.Path == "/v1/traces" {
 			once.Do(exports.Done)
+		}
+		if strings.HasPrefix(r.URL.Path, "/control-plane/") {
+			controlPlane.Add(1)
 		}
 	})}
 	cln, err := net.Listen("tcp", "127.0.0.1:4318")
@@ -171,6 +176,13 @@ func TestKnativeReconciler(t *testing.T) {
 	start, kn := lines["queue starting"], lines["knative environment"]
 	if start == nil || kn == nil {
 		t.Fatalf("no startup lines:\n%s", stderr.String())
+	}
+	// Every setting is one queue honours or one Knative's queue-proxy
+	// ignores too: no warning.
+	for msg := range lines {
+		if strings.HasPrefix(msg, "OBSERVABILITY_CONFIG") {
+			t.Errorf("warning %q", msg)
+		}
 	}
 	// Each variable is named on the startup line with what queue did with it.
 	for _, name := range names {
@@ -296,6 +308,9 @@ func TestKnativeReconciler(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("no trace reached the collector that OBSERVABILITY_CONFIG names")
 	}
+	if n := controlPlane.Load(); n != 0 {
+		t.Errorf("%d requests to the control plane's metrics endpoint, want none: queue-proxy does not export there", n)
+	}
 
 	// The request log: the operator's template, a line per request, the
 	// readiness probes not in it.
@@ -343,6 +358,15 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 		"tracing-sampling-rate":        "1",
 		"request-metrics-protocol":     "prometheus",
 		"runtime-profiling":            "enabled",
+		// What reaches queue-proxy but no queue-proxy reads: the control
+		// plane's metrics, the runtime metrics' interval, the reconciler's
+		// own logging settings.
+		"metrics-protocol":                  "http/protobuf",
+		"metrics-endpoint":                  "http://127.0.0.1:4318/control-plane/v1/metrics",
+		"metrics-export-interval":           "30s",
+		"runtime-export-interval":           "20s",
+		"logging.enable-var-log-collection": "true",
+		"logging.revision-url-template":     "http://logs.example/?revisionUID=${REVISION_UID}",
 	})
 	must(err)
 	features, err := apicfg.NewFeaturesConfigFromMap(map[string]string{"multi-container-probing": "enabled", "autodetect-http2": "enabled"})
