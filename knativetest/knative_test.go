@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -115,9 +116,13 @@ func TestKnativeReconciler(t *testing.T) {
 	var exports sync.WaitGroup
 	exports.Add(1)
 	var once sync.Once
+	var controlPlane atomic.Int32 // requests to the control plane's metrics endpoint
 	collector := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && r.URL.Path == "/v1/traces" {
 			once.Do(exports.Done)
+		}
+		if strings.HasPrefix(r.URL.Path, "/control-plane/") {
+			controlPlane.Add(1)
 		}
 	})}
 	cln, err := net.Listen("tcp", "127.0.0.1:4318")
@@ -172,6 +177,13 @@ func TestKnativeReconciler(t *testing.T) {
 	if start == nil || kn == nil {
 		t.Fatalf("no startup lines:\n%s", stderr.String())
 	}
+	// Every setting is one queue honours or one Knative's queue-proxy
+	// ignores too: no warning.
+	for msg := range lines {
+		if strings.HasPrefix(msg, "OBSERVABILITY_CONFIG") {
+			t.Errorf("warning %q", msg)
+		}
+	}
 	// Each variable is named on the startup line with what queue did with it.
 	for _, name := range names {
 		if use, _ := kn[name].(string); use == "" {
@@ -182,7 +194,7 @@ func TestKnativeReconciler(t *testing.T) {
 	for k, want := range map[string]any{
 		"listen": ":8012", "tls_listen": ":8112", "upstream": "127.0.0.1:8080", "concurrency": 10.0,
 		"timeout": "5m0s", "response_start_timeout": "30s", "idle_timeout": "1m0s", "probe": "knative",
-		"access_log": true, "pprof": true, "trace_sample_rate": 1.0,
+		"access_log": true, "pprof": false, "pprof_listen": ":8008", "trace_sample_rate": 1.0,
 	} {
 		if cfg[k] != want {
 			t.Errorf("startup config %s = %v, want %v", k, cfg[k], want)
@@ -229,11 +241,21 @@ func TestKnativeReconciler(t *testing.T) {
 		t.Error("a TLS 1.3-only client got in past QUEUE_PROXY_TLS_MAX_VERSION=1.2")
 	}
 
-	// Runtime profiling on: pprof on the admin port.
-	if res, err := http.Get("http://127.0.0.1:8022/debug/pprof/cmdline"); err != nil || res.StatusCode != 200 {
-		t.Errorf("pprof: %v %v", err, res)
-	} else {
-		res.Body.Close()
+	// Runtime profiling on: pprof on the port the reconciler declares for
+	// it, and not on the admin port.
+	declared := false
+	for _, p := range container.Ports {
+		declared = declared || p.ContainerPort == 8008
+	}
+	if !declared {
+		t.Errorf("the reconciler declares no port 8008 with runtime profiling on: %v", container.Ports)
+	}
+	for url, want := range map[string]int{"http://127.0.0.1:8008/debug/pprof/cmdline": 200, "http://127.0.0.1:8022/debug/pprof/cmdline": 404} {
+		if res, err := http.Get(url); err != nil || res.StatusCode != want {
+			t.Errorf("%s: %v %v, want %d", url, err, res, want)
+		} else {
+			res.Body.Close()
+		}
 	}
 
 	// Prometheus: Knative's families, with the revision's identity.
@@ -286,6 +308,9 @@ func TestKnativeReconciler(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("no trace reached the collector that OBSERVABILITY_CONFIG names")
 	}
+	if n := controlPlane.Load(); n != 0 {
+		t.Errorf("%d requests to the control plane's metrics endpoint, want none: queue-proxy does not export there", n)
+	}
 
 	// The request log: the operator's template, a line per request, the
 	// readiness probes not in it.
@@ -333,6 +358,15 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 		"tracing-sampling-rate":        "1",
 		"request-metrics-protocol":     "prometheus",
 		"runtime-profiling":            "enabled",
+		// What reaches queue-proxy but no queue-proxy reads: the control
+		// plane's metrics, the runtime metrics' interval, the reconciler's
+		// own logging settings.
+		"metrics-protocol":                  "http/protobuf",
+		"metrics-endpoint":                  "http://127.0.0.1:4318/control-plane/v1/metrics",
+		"metrics-export-interval":           "30s",
+		"runtime-export-interval":           "20s",
+		"logging.enable-var-log-collection": "true",
+		"logging.revision-url-template":     "http://logs.example/?revisionUID=${REVISION_UID}",
 	})
 	must(err)
 	features, err := apicfg.NewFeaturesConfigFromMap(map[string]string{"multi-container-probing": "enabled", "autodetect-http2": "enabled"})

@@ -44,6 +44,7 @@ type Config struct {
 	LogLevel             string
 	AccessLog            bool
 	PProf                bool
+	PProfListen          string // the profiling port (--pprof-listen); "": none
 	Version              bool
 	// KnativeMode is true when knativeModeVar is set: queue runs as
 	// Knative Serving's queue-proxy and takes Knative's defaults.
@@ -55,10 +56,15 @@ type Config struct {
 	PodIP string
 	// KnativeCertDir holds tls.crt and tls.key when Knative mounts them.
 	KnativeCertDir string
-	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION).
+	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION;
+	// unset, 1.3 in Knative mode: knativeTLSMinVersion).
 	TLSMinVersion uint16
 	// Knative is what the rest of the Knative environment sets (knative.go).
 	Knative Knative
+	// DetectHTTP2 makes HTTP readiness probes of http:// URLs find out
+	// whether the upstream speaks h2c (ENABLE_HTTP2_AUTO_DETECTION; see
+	// probe.HTTP's DetectHTTP2).
+	DetectHTTP2 bool
 	// Prober, when set, replaces the one --probe describes
 	// (SERVING_READINESS_PROBE), with its thresholds.
 	Prober                             probe.Prober
@@ -121,6 +127,7 @@ var knativeVars = map[string]string{
 	"idle-timeout":           "REVISION_IDLE_TIMEOUT_SECONDS",
 	"probe":                  "SERVING_READINESS_PROBE",
 	"log-level":              "SERVING_LOGGING_LEVEL",
+	"pprof-listen":           "OBSERVABILITY_CONFIG",
 }
 
 // defaultConfig is the configuration before any flag or variable: the
@@ -207,6 +214,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
 	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")
+	fs.Var(addrValue{&c.PProfListen, false}, "pprof-listen", "serve /debug/pprof/ on a port of its own at `ADDR` (Knative: :8008 with runtime profiling on)")
 	fs.Var(boolValue{&c.Version}, "version", "print the version, commit and Go version, and exit")
 	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "read Knative's tls.crt and tls.key from `DIR` when both exist and no --tls-cert is given")
 	return fs
@@ -371,6 +379,9 @@ func (c *Config) validateAddrs(src sources) error {
 	}
 	lns = append(lns, listener{"admin-listen", c.AdminListen}, listener{"stats-listen", c.StatsListen},
 		listener{"metrics-listen", c.MetricsListen})
+	if c.PProfListen != "" {
+		lns = append(lns, listener{"pprof-listen", c.PProfListen})
+	}
 	for i, a := range lns {
 		for _, b := range lns[:i] {
 			if port, ok := sharePort(a.addr, b.addr); ok {

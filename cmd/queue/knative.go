@@ -26,6 +26,17 @@ import (
 // certificate pair when system-internal TLS is on.
 const DefaultKnativeCertDir = "/var/lib/knative/certs"
 
+// knativeProfilingListen is where Knative's queue-proxy serves
+// /debug/pprof/ when config-observability turns runtime profiling on
+// (knative.dev/pkg/observability/runtime's ProfilingDefaultPort).
+const knativeProfilingListen = ":8008"
+
+// knativeTLSMinVersion is Knative mode's TLS floor when
+// QUEUE_PROXY_TLS_MIN_VERSION is unset: Knative's queue-proxy takes the
+// default of knative.dev/pkg/network/tls (DefaultConfigFromEnv), TLS 1.3.
+// Standalone the floor stays 1.2.
+const knativeTLSMinVersion = tls.VersionTLS13
+
 // knativeH2CPort is the serving port Knative gives revisions whose
 // container port is named h2c.
 const knativeH2CPort = "8013"
@@ -133,6 +144,13 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		}
 	}
 
+	if v := getenv("ENABLE_HTTP2_AUTO_DETECTION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return configErrorf("invalid value %q for ENABLE_HTTP2_AUTO_DETECTION: want true or false", v)
+		}
+		c.DetectHTTP2 = b
+	}
 	if v := getenv("SERVING_READINESS_PROBE"); v != "" && !given["probe"] {
 		multi, _ := strconv.ParseBool(getenv("ENABLE_MULTI_CONTAINER_PROBES"))
 		if err := c.readinessFromJSON(v, multi, given["probe-period"]); err != nil {
@@ -269,7 +287,8 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}
-		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{}}
+		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{},
+			DetectHTTP2: c.DetectHTTP2 && scheme == "http"}
 		for _, kv := range h.HTTPHeaders {
 			if strings.EqualFold(kv.Name, "Host") {
 				hp.Host = kv.Value
@@ -324,15 +343,15 @@ var knativeEnv = [...]struct{ name, use string }{
 	{"SYSTEM_NAMESPACE", "ignored: the namespace of Knative's control plane, where its ConfigMaps live; queue reads none"},
 	{"SERVING_READINESS_PROBE", "the readiness probe (tcpSocket, httpGet, grpc); exec is refused"},
 	{"HOST_IP", "ignored: the node's address; Knative's queue-proxy reads it nowhere either (it is there for extensions and node agents)"},
-	{"ENABLE_HTTP2_AUTO_DETECTION", "ignored: HTTP readiness probes speak HTTP/1.1; an h2c-only container is probed with tcpSocket or grpc"},
+	{"ENABLE_HTTP2_AUTO_DETECTION", "true: an http readiness probe tries h2c, then HTTP/1.1, and keeps to the one that answered ready; false: HTTP/1.1 only"},
 	{"ENABLE_HTTP_FULL_DUPLEX", "checked to be true or false, else ignored: queue's HTTP/1.1 path is always full duplex (request body and response stream at once)"},
 	{"ROOT_CA", "ignored: the CA Knative's queue-proxy extensions (QPOptions) trust; queue has no extensions, and its OTLP exporter takes OTEL_EXPORTER_OTLP_CERTIFICATE"},
-	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3 (unset: 1.2; Knative's queue-proxy: 1.3)"},
+	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3; unset: 1.3 in Knative mode, as Knative's queue-proxy (1.2 under a QUEUE_PROXY_TLS_MAX_VERSION of 1.2), 1.2 standalone"},
 	{"QUEUE_PROXY_TLS_MAX_VERSION", "TLS ceiling, 1.2 or 1.3"},
 	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
 	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
 	{"ENABLE_MULTI_CONTAINER_PROBES", "SERVING_READINESS_PROBE may be an array of probes, all of which must pass"},
-	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof); see below for what is not supported"},
+	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf endpoint, sampling rate), request metrics (prometheus endpoint), runtime profiling (--pprof-listen :8008); see below for what is not supported"},
 }
 
 // Knative holds what the Knative environment sets beyond queue's flags.
@@ -452,6 +471,14 @@ func applyKnativeTLS(c *Config, getenv func(string) string) error {
 		c.Knative.TLSMaxVersion = tls.VersionTLS13
 	default:
 		return configErrorf("invalid value %q for QUEUE_PROXY_TLS_MAX_VERSION: want 1.2 or 1.3", v)
+	}
+	if getenv("QUEUE_PROXY_TLS_MIN_VERSION") == "" && c.KnativeMode {
+		c.TLSMinVersion = knativeTLSMinVersion
+		if max := c.Knative.TLSMaxVersion; max != 0 && max < c.TLSMinVersion {
+			// Knative's queue-proxy would then accept no handshake at all:
+			// a ceiling of 1.2 alone asks for 1.2.
+			c.TLSMinVersion = max
+		}
 	}
 	if c.Knative.TLSMaxVersion != 0 && c.Knative.TLSMaxVersion < c.TLSMinVersion {
 		return configErrorf("QUEUE_PROXY_TLS_MAX_VERSION %q is below QUEUE_PROXY_TLS_MIN_VERSION %q: want max at least min",
@@ -609,8 +636,11 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		return configErrorf("invalid requestMetrics protocol %q in OBSERVABILITY_CONFIG: want prometheus, grpc, http/protobuf or none", p)
 	}
 
-	if o.Runtime.Profiling == "enabled" && !given["pprof"] {
-		c.PProf = true
+	// Runtime profiling: Knative's queue-proxy serves it on a port of its
+	// own, which the reconciler declares on the container (profiling-port)
+	// when the switch is on; the admin port keeps it only with --pprof.
+	if o.Runtime.Profiling == "enabled" && !given["pprof-listen"] {
+		c.PProfListen = knativeProfilingListen
 	}
 	return nil
 }

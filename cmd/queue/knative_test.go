@@ -191,6 +191,7 @@ func TestKnativeEnvErrors(t *testing.T) {
 		{"probe with a bad port", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"tcpSocket":{"port":"http"}}`}, "SERVING_READINESS_PROBE"},
 		{"probe with a bad scheme", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"httpGet":{"port":8080,"scheme":"FTP"}}`}, "SERVING_READINESS_PROBE"},
 		{"several probes without the switch", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `[{},{}]`}, "ENABLE_MULTI_CONTAINER_PROBES"},
+		{"HTTP/2 detection not a boolean", map[string]string{"USER_PORT": "8080", "ENABLE_HTTP2_AUTO_DETECTION": "enabled"}, "ENABLE_HTTP2_AUTO_DETECTION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,8 +264,8 @@ func TestKnativeObservability(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}
 			}
-			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || !c.PProf {
-				t.Errorf("sample rate %v metrics %s pprof %v", c.TraceSampleRate, c.MetricsListen, c.PProf)
+			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || c.PProfListen != ":8008" || c.PProf {
+				t.Errorf("sample rate %v metrics %s pprof %q, on the admin port %v", c.TraceSampleRate, c.MetricsListen, c.PProfListen, c.PProf)
 			}
 			if len(c.Knative.Notes) != 0 {
 				t.Errorf("notes %q, want none", c.Knative.Notes)

@@ -210,6 +210,7 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.Float64("trace_sample_rate", c.TraceSampleRate),
 			slog.Bool("access_log", c.AccessLog),
 			slog.Bool("pprof", c.PProf),
+			slog.String("pprof_listen", c.PProfListen),
 		))
 }
 

@@ -54,11 +54,16 @@ type app struct {
 	statsLn, metricsLn   net.Listener
 	promLabels           string
 	depth                func() int // requests waiting for a slot; nil without --concurrency
+
+	// pprofSrv serves /debug/pprof/ on --pprof-listen; nil without it.
+	pprofSrv *http.Server
+	pprofLn  net.Listener
 }
 
 // addrs are the bound addresses, for tests and the demo.
 type addrs struct {
 	Listen, TLS, Admin, Stats, Metrics string
+	PProf                              string // "" without --pprof-listen
 }
 
 func (a *app) addrs() addrs {
@@ -73,6 +78,9 @@ func (a *app) addrs() addrs {
 	if a.statsLn != nil {
 		x.Stats = a.statsLn.Addr().String()
 		x.Metrics = a.metricsLn.Addr().String()
+	}
+	if a.pprofLn != nil {
+		x.PProf = a.pprofLn.Addr().String()
 	}
 	return x
 }
@@ -167,6 +175,13 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	mmux := http.NewServeMux()
 	mmux.HandleFunc("GET /metrics", a.metricsHandler)
 	a.metricsSrv = &h1.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
+	if cfg.PProfListen != "" {
+		// net/http serves it: only when asked for, and the CPU profile
+		// and the trace stream for seconds.
+		pmux := http.NewServeMux()
+		registerPProf(pmux)
+		a.pprofSrv = &http.Server{Handler: pmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	}
 
 	var lns []net.Listener
 	// Accepted connections get no TCP keep-alive, as in nginx and HAProxy
@@ -204,6 +219,11 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	if a.metricsLn, err = listen(cfg.MetricsListen); err != nil {
 		return nil, err
 	}
+	if a.pprofSrv != nil {
+		if a.pprofLn, err = listen(cfg.PProfListen); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -217,7 +237,7 @@ func newProber(cfg Config) probe.Prober {
 	case cfg.Probe == "grpc":
 		return &probe.GRPC{Addr: cfg.Upstream}
 	case strings.HasPrefix(cfg.Probe, "http:"):
-		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:")}
+		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:"), DetectHTTP2: cfg.DetectHTTP2}
 	}
 	return probe.TCP{Addr: cfg.Upstream}
 }
@@ -226,7 +246,7 @@ func newProber(cfg Config) probe.Prober {
 func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 5)
+	errc := make(chan error, 6)
 	// Each server's accept loop, and the watcher, lives as long as the
 	// process: their stacks grow before the start-up pages go.
 	run := func(name string, f func() error) {
@@ -244,6 +264,9 @@ func (a *app) serve(ctx context.Context) error {
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
 	run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
+	if a.pprofSrv != nil {
+		run("profiling", func() error { return a.pprofSrv.Serve(a.pprofLn) })
+	}
 	go func() {
 		gostack.Grow()
 		a.watcher.Run(ctx)
@@ -317,6 +340,9 @@ func (a *app) drain() error {
 	}
 	a.statsSrv.Close()
 	a.metricsSrv.Close()
+	if a.pprofSrv != nil {
+		a.pprofSrv.Close()
+	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "drained")
 	return nil
 }
