@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +52,29 @@ const (
 	podIP     = "127.0.0.1"
 	hostIP    = "127.0.0.2"
 )
+
+// knativeExampleLogging is zap-logger-config from the example block of
+// Knative Serving's config/core/configmaps/logging.yaml (v0.50).
+const knativeExampleLogging = `{
+  "level": "info",
+  "development": false,
+  "outputPaths": ["stdout"],
+  "errorOutputPaths": ["stderr"],
+  "encoding": "json",
+  "encoderConfig": {
+    "timeKey": "timestamp",
+    "levelKey": "severity",
+    "nameKey": "logger",
+    "callerKey": "caller",
+    "messageKey": "message",
+    "stacktraceKey": "stacktrace",
+    "lineEnding": "",
+    "levelEncoder": "",
+    "timeEncoder": "iso8601",
+    "durationEncoder": "",
+    "callerEncoder": ""
+  }
+}`
 
 // requestLogTemplate is the operator's request-log template: every field
 // group Knative's template input has.
@@ -172,10 +196,12 @@ func TestKnativeReconciler(t *testing.T) {
 	}()
 	waitReady(t, exited)
 
-	lines := logLines(t, stderr.String())
+	// config-logging's zap configuration sends the log to stdout, beside
+	// the request log.
+	lines := logLines(t, stdout.String())
 	start, kn := lines["queue starting"], lines["knative environment"]
 	if start == nil || kn == nil {
-		t.Fatalf("no startup lines:\n%s", stderr.String())
+		t.Fatalf("no startup lines:\n%s", stdout.String())
 	}
 	// Every setting is one queue honours or one Knative's queue-proxy
 	// ignores too: no warning.
@@ -200,17 +226,36 @@ func TestKnativeReconciler(t *testing.T) {
 			t.Errorf("startup config %s = %v, want %v", k, cfg[k], want)
 		}
 	}
-	for k, want := range map[string]string{"namespace": namespace, "service": service, "configuration": service,
-		"revision": revision, "pod": pod, "pod_ip": podIP} {
+	// Knative's schema: the example zap configuration's keys, and the
+	// fields Knative's queue-proxy adds.
+	for k, want := range map[string]string{"logger": "queueproxy", "severity": "info", "knative.dev/key": namespace + "/" + revision,
+		"knative.dev/pod": pod} {
 		if start[k] != want {
-			t.Errorf("log label %s = %v, want %s", k, start[k], want)
+			t.Errorf("log field %s = %v, want %s", k, start[k], want)
 		}
+	}
+	if ts, _ := start["timestamp"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d{4})$`).MatchString(ts) {
+		t.Errorf("timestamp %q, want ISO 8601 (zap's iso8601)", ts)
 	}
 	mu.Lock()
 	if probed == 0 {
 		t.Error("SERVING_READINESS_PROBE's httpGet /healthz never reached the app")
 	}
 	mu.Unlock()
+
+	// The kubelet's readiness probe: in the request log, as
+	// logging.enable-probe-request-log asks.
+	probe, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:8012/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Header.Set("User-Agent", "kube-probe/1.31")
+	probe.Header.Set("K-Network-Probe", "queue")
+	if res, err := http.DefaultClient.Do(probe); err != nil {
+		t.Fatal(err)
+	} else {
+		res.Body.Close()
+	}
 
 	// A request: proxied, counted, logged with the template, traced.
 	res, err := http.Get("http://127.0.0.1:8012/greet")
@@ -313,12 +358,21 @@ func TestKnativeReconciler(t *testing.T) {
 	}
 
 	// The request log: the operator's template, a line per request, the
-	// readiness probes not in it.
-	if got, want := stdout.String(), "GET /greet 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /tls 200 5 "+revision+" "+namespace+" "+podIP+"\n"; got != want {
+	// probe included; the log's own lines are zap's, beside it.
+	var requests []string
+	for _, l := range strings.SplitAfter(stdout.String(), "\n") {
+		if l != "" && !strings.HasPrefix(l, `{"severity":`) {
+			requests = append(requests, l)
+		}
+	}
+	if got, want := strings.Join(requests, ""), "GET / 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /greet 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /tls 200 5 "+revision+" "+namespace+" "+podIP+"\n"; got != want {
 		t.Errorf("request log %q, want %q", got, want)
 	}
+	if stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing: the zap configuration's output is stdout", stderr.String())
+	}
 	// SERVING_LOGGING_LEVEL=debug: the refused TLS 1.3 handshake is logged at debug.
-	if !strings.Contains(stderr.String(), `"level":"DEBUG"`) {
+	if !strings.Contains(stdout.String(), `{"severity":"debug"`) {
 		t.Error("no debug line: SERVING_LOGGING_LEVEL=debug not honoured")
 	}
 }
@@ -346,18 +400,19 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 	})
 	must(err)
 	logCfg, err := logging.NewConfigFromMap(map[string]string{
-		"zap-logger-config":   `{"level": "info", "encoding": "json", "outputPaths": ["stdout"], "errorOutputPaths": ["stderr"]}`,
+		"zap-logger-config":   knativeExampleLogging,
 		"loglevel.queueproxy": "debug",
 	})
 	must(err)
 	obs, err := observability.NewFromMap(map[string]string{
-		"logging.enable-request-log":   "true",
-		"logging.request-log-template": requestLogTemplate,
-		"tracing-protocol":             "http/protobuf",
-		"tracing-endpoint":             "http://127.0.0.1:4318/v1/traces",
-		"tracing-sampling-rate":        "1",
-		"request-metrics-protocol":     "prometheus",
-		"runtime-profiling":            "enabled",
+		"logging.enable-request-log":       "true",
+		"logging.request-log-template":     requestLogTemplate,
+		"logging.enable-probe-request-log": "true",
+		"tracing-protocol":                 "http/protobuf",
+		"tracing-endpoint":                 "http://127.0.0.1:4318/v1/traces",
+		"tracing-sampling-rate":            "1",
+		"request-metrics-protocol":         "prometheus",
+		"runtime-profiling":                "enabled",
 		// What reaches queue-proxy but no queue-proxy reads: the control
 		// plane's metrics, the runtime metrics' interval, the reconciler's
 		// own logging settings.
@@ -462,19 +517,23 @@ func waitReady(t *testing.T, exited <-chan error) {
 	}
 }
 
-// logLines decodes queue's JSON log lines by message.
+// logLines decodes queue's zap log lines by message, skipping the request
+// log's lines among them.
 func logLines(t *testing.T, s string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
+		if !bytes.HasPrefix(sc.Bytes(), []byte("{")) {
+			continue // the request log's
+		}
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Errorf("log line not JSON: %s", sc.Text())
 			continue
 		}
-		if msg, _ := m["msg"].(string); msg != "" && out[msg] == nil {
+		if msg, _ := m["message"].(string); msg != "" && out[msg] == nil {
 			out[msg] = m
 		}
 	}

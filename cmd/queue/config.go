@@ -54,6 +54,9 @@ type Config struct {
 	Labels Labels
 	// PodIP is SERVING_POD_IP, for the logs.
 	PodIP string
+	// ZapLog configures the log of --log-format zap, from
+	// SERVING_LOGGING_CONFIG and the levels (knative.go, zaplog.go).
+	ZapLog zapLog
 	// KnativeCertDir holds tls.crt and tls.key when Knative mounts them.
 	KnativeCertDir string
 	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION;
@@ -154,6 +157,9 @@ func defaultConfig(knative bool) Config {
 	if knative {
 		c.StatsListen = knativeStatsListen
 		c.DrainQuietPeriod = knativeDrainQuietPeriod
+		// Knative's queue-proxy logs through zap, as config-logging
+		// configures it: an operator's log pipeline reads its keys.
+		c.LogFormat = "zap"
 	}
 	c.TrustedProxies, _ = headers.ParseTrust(headers.DefaultTrust)
 	// Under the keep-alive timeouts of common app servers, so that the
@@ -210,7 +216,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(intValue{&c.MaxConnections}, "max-connections", "keep at most `N` client connections open; one more is closed at once")
 	fs.Var(trustValue{&c.TrustedProxies}, "trusted-proxies", "keep Forwarded and X-Forwarded-* from peers in `CIDRS` (comma-separated), or none")
 	fs.Var(rateValue{&c.TraceSampleRate}, "trace-sample-rate", "start a new trace for a share `F` (0 to 1) of requests; needs OTEL_EXPORTER_OTLP_ENDPOINT")
-	fs.Var(enumValue{&c.LogFormat, []string{"json", "text"}}, "log-format", "write log lines as `FORMAT`: json or text")
+	fs.Var(enumValue{&c.LogFormat, []string{"json", "text", "zap"}}, "log-format", "write log lines as `FORMAT`: json, text, or zap (Knative's: zap's encoders as SERVING_LOGGING_CONFIG configures them)")
 	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
 	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")

@@ -107,14 +107,11 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		return err
 	}
 	if v := getenv("SERVING_LOGGING_LEVEL"); v != "" && !given["log-level"] {
-		switch strings.ToLower(v) {
-		case "debug", "info", "warn", "error":
-			c.LogLevel = strings.ToLower(v)
-		case "dpanic", "panic", "fatal": // zap's levels above error
-			c.LogLevel = "error"
-		default:
-			return configErrorf("invalid value %q for SERVING_LOGGING_LEVEL: want debug, info, warn or error", v)
+		var l zapLevel
+		if err := l.UnmarshalText([]byte(v)); err != nil {
+			return configErrorf("invalid value %q for SERVING_LOGGING_LEVEL: want debug, info, warn or error (or zap's dpanic, panic, fatal)", v)
 		}
+		c.LogLevel = logLevelOf(l)
 	}
 	switch v := getenv("QUEUE_PROXY_TLS_MIN_VERSION"); v {
 	case "":
@@ -325,20 +322,20 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 // lists the ones set, and knativetest/ checks the list against Knative's
 // own reconciler.
 var knativeEnv = [...]struct{ name, use string }{
-	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, logs); k8s_namespace_name on kn_* metrics and target_info"},
+	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, json and text logs; knative.dev/key in zap logs); k8s_namespace_name on kn_* metrics and target_info"},
 	{"SERVING_SERVICE", "revision label service; kn_service_name; the traces' default service name"},
 	{"SERVING_CONFIGURATION", "revision label configuration; kn_configuration_name"},
-	{"SERVING_REVISION", "revision label revision; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
+	{"SERVING_REVISION", "revision label revision; knative.dev/key; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
 	{"QUEUE_SERVING_PORT", "--listen :PORT; 8013 also means --upstream-protocol h2c"},
 	{"QUEUE_SERVING_TLS_PORT", "--tls-listen :PORT"},
 	{"CONTAINER_CONCURRENCY", "--concurrency (queue depth 10 times it, as Knative's breaker)"},
 	{"REVISION_TIMEOUT_SECONDS", "--timeout, and so the default --drain-timeout; 0 means none"},
 	{"REVISION_RESPONSE_START_TIMEOUT_SECONDS", "--response-start-timeout"},
 	{"REVISION_IDLE_TIMEOUT_SECONDS", "--idle-timeout"},
-	{"SERVING_POD", "revision label pod; k8s_pod_name; pod_name of the autoscaler's Stat"},
-	{"SERVING_POD_IP", "pod_ip on log lines; .Revision.PodIP in the request log template"},
-	{"SERVING_LOGGING_CONFIG", "zap's JSON configuration: its level sets --log-level and its encoding (json, console) --log-format; the rest (outputs, encoder keys) is zap's and ignored"},
-	{"SERVING_LOGGING_LEVEL", "--log-level; wins over SERVING_LOGGING_CONFIG's level, as in Knative; zap's dpanic, panic and fatal mean error"},
+	{"SERVING_POD", "revision label pod; knative.dev/pod; k8s_pod_name; pod_name of the autoscaler's Stat"},
+	{"SERVING_POD_IP", "pod_ip on json and text log lines; .Revision.PodIP in the request log template"},
+	{"SERVING_LOGGING_CONFIG", "zap's JSON configuration, over Knative's defaults: in Knative mode (--log-format zap) queue's log is written as zap would (encoding, encoder keys and encoders, level, outputs, sampling, initialFields), its lines with commit, knative.dev/key and knative.dev/pod; one zap would refuse gives Knative's defaults and a warning. With --log-format json or text, its level and encoding only"},
+	{"SERVING_LOGGING_LEVEL", "the log level, over SERVING_LOGGING_CONFIG's, as in Knative (--log-level wins); zap's dpanic, panic and fatal leave nothing logged in the zap format and mean error in the others"},
 	{"USER_PORT", "--upstream 127.0.0.1:PORT"},
 	{"SYSTEM_NAMESPACE", "ignored: the namespace of Knative's control plane, where its ConfigMaps live; queue reads none"},
 	{"SERVING_READINESS_PROBE", "the readiness probe (tcpSocket, httpGet, grpc); exec is refused"},
@@ -364,6 +361,10 @@ type Knative struct {
 	// RequestLog, when set, shapes each access log line: Knative's
 	// request-log template from OBSERVABILITY_CONFIG.
 	RequestLog *template.Template
+	// ProbeRequestLog puts the probes that queue answers itself in the
+	// access log too, when it is on (OBSERVABILITY_CONFIG's
+	// enableProbeRequestLog).
+	ProbeRequestLog bool
 	// Notes are settings queue accepts but cannot honour, logged at
 	// startup as warnings.
 	Notes []string
@@ -398,36 +399,38 @@ func logKnative(log *slog.Logger, c Config) {
 	}
 }
 
-// zapLevel maps a zap level name onto queue's --log-level.
-func zapLevel(v string) (string, bool) {
-	switch strings.ToLower(v) {
-	case "debug", "info", "warn", "error":
-		return strings.ToLower(v), true
-	case "dpanic", "panic", "fatal": // zap's levels above error
-		return "error", true
+// logLevelOf maps a zap level onto --log-level: zap's levels above error
+// mean error.
+func logLevelOf(l zapLevel) string {
+	switch l {
+	case zapDebug:
+		return "debug"
+	case zapInfo:
+		return "info"
+	case zapWarn:
+		return "warn"
 	}
-	return "", false
+	return "error"
 }
 
 // applyKnativeRest reads the variables that applyKnative's first part does
 // not: logging configuration, TLS policy and OBSERVABILITY_CONFIG.
-// SERVING_LOGGING_LEVEL, when set, wins over the logging configuration's
-// level, as in Knative.
 func applyKnativeRest(c *Config, given map[string]bool, getenv func(string) string) error {
-	if v := getenv("SERVING_LOGGING_CONFIG"); v != "" {
+	if c.LogFormat == "zap" {
+		applyZapLog(c, given, getenv)
+	} else if v := getenv("SERVING_LOGGING_CONFIG"); v != "" {
+		// Queue's own formats take the configuration's level and its
+		// encoding; SERVING_LOGGING_LEVEL, when set, wins over the level,
+		// as in Knative.
 		var zc struct {
-			Level    string `json:"level"`
-			Encoding string `json:"encoding"`
+			Level    *zapLevel `json:"level"`
+			Encoding string    `json:"encoding"`
 		}
 		if err := json.Unmarshal([]byte(v), &zc); err != nil {
 			return configErrorf("invalid SERVING_LOGGING_CONFIG: %v: want zap's JSON configuration", err)
 		}
-		if zc.Level != "" && !given["log-level"] && getenv("SERVING_LOGGING_LEVEL") == "" {
-			l, ok := zapLevel(zc.Level)
-			if !ok {
-				return configErrorf("invalid level %q in SERVING_LOGGING_CONFIG: want debug, info, warn or error", zc.Level)
-			}
-			c.LogLevel = l
+		if zc.Level != nil && !given["log-level"] && getenv("SERVING_LOGGING_LEVEL") == "" {
+			c.LogLevel = logLevelOf(*zc.Level)
 		}
 		if !given["log-format"] {
 			switch zc.Encoding {
@@ -452,6 +455,34 @@ func applyKnativeRest(c *Config, given map[string]bool, getenv func(string) stri
 		}
 	}
 	return nil
+}
+
+// applyZapLog reads the configuration of --log-format zap as Knative's
+// queue-proxy reads its own (knative.dev/pkg/logging.NewLogger):
+// SERVING_LOGGING_CONFIG over Knative's defaults, its level overridden by
+// SERVING_LOGGING_LEVEL (and here by --log-level), and a configuration zap
+// would refuse replaced by Knative's defaults rather than refused: the
+// reconciler passes config-logging on unchecked, and refusing it would
+// crash-loop every revision. The lines carry, as Knative's, the commit,
+// knative.dev/key (namespace/revision) and knative.dev/pod.
+func applyZapLog(c *Config, given map[string]bool, getenv func(string) string) {
+	zc, err := parseZapConfig(getenv("SERVING_LOGGING_CONFIG"))
+	zl := zapLog{Config: zc, Err: err}
+	var l zapLevel
+	switch v := getenv("SERVING_LOGGING_LEVEL"); {
+	case given["log-level"]:
+		l.UnmarshalText([]byte(c.LogLevel))
+		zl.Override = &l
+	case v != "" && l.UnmarshalText([]byte(v)) == nil:
+		zl.Override = &l
+	}
+	if commit := knativeCommit(); commit != "" {
+		zl.Fields = append(zl.Fields, slog.String("commit", commit))
+	}
+	zl.Fields = append(zl.Fields,
+		slog.String("knative.dev/key", getenv("SERVING_NAMESPACE")+"/"+getenv("SERVING_REVISION")),
+		slog.String("knative.dev/pod", getenv("SERVING_POD")))
+	c.ZapLog = zl
 }
 
 // tlsCurves are the names QUEUE_PROXY_TLS_CURVE_PREFERENCES takes: Go's
@@ -566,9 +597,9 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		}
 		c.Knative.RequestLog = t
 	}
-	if o.EnableProbeRequestLog {
-		note("enableProbeRequestLog is not supported: queue answers probes before the request log")
-	}
+	// Probes in the request log, as Knative's queue-proxy puts them there
+	// when asked (and only when the request log is on).
+	c.Knative.ProbeRequestLog = o.EnableProbeRequestLog
 
 	// Tracing, mapped onto the OpenTelemetry variables that the tracing
 	// package reads. As in Knative, OTEL_* variables set in the container

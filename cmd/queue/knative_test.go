@@ -150,20 +150,35 @@ func TestKnativeEnv(t *testing.T) {
 	runConfigCases(t, tests)
 }
 
-// TestLogLabels: the revision labels are on every log line.
+// TestLogLabels: queue's own formats put the revision labels on every log
+// line; Knative mode's zap format puts Knative's fields there instead.
 func TestLogLabels(t *testing.T) {
 	t.Parallel()
-	c, err := parseConfig(nil, env(map[string]string{"USER_PORT": "8080", "SERVING_NAMESPACE": "ns",
-		"SERVING_REVISION": "r1", "SERVING_POD": "p1", "SERVING_SERVICE": "s", "SERVING_CONFIGURATION": "c"}))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "--log-format json", args: []string{"--log-format", "json"},
+			want: []string{`"component":"queue"`, `"namespace":"ns"`, `"service":"s"`, `"configuration":"c"`, `"revision":"r1"`, `"pod":"p1"`}},
+		{name: "Knative mode: zap", want: []string{`"logger":"queueproxy"`, `"knative.dev/key":"ns/r1","knative.dev/pod":"p1"`}},
 	}
-	var buf syncBuffer
-	newLogger(c, &buf).Info("hello")
-	for _, want := range []string{`"component":"queue"`, `"namespace":"ns"`, `"service":"s"`, `"configuration":"c"`, `"revision":"r1"`, `"pod":"p1"`} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("log line %s lacks %s", buf.String(), want)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseConfig(tt.args, env(map[string]string{"USER_PORT": "8080", "SERVING_NAMESPACE": "ns",
+				"SERVING_REVISION": "r1", "SERVING_POD": "p1", "SERVING_SERVICE": "s", "SERVING_CONFIGURATION": "c"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf syncBuffer
+			newLogger(c, &buf).Info("hello")
+			for _, want := range tt.want {
+				if !strings.Contains(buf.String(), want) {
+					t.Errorf("log line %s lacks %s", buf.String(), want)
+				}
+			}
+		})
 	}
 }
 
@@ -287,13 +302,21 @@ func TestKnativeObservability(t *testing.T) {
 	}, {
 		name: "what queue cannot honour is noted, not fatal",
 		env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"tracing":{"protocol":"grpc","endpoint":"collector:4317"},` +
-			`"requestMetrics":{"protocol":"grpc","endpoint":"collector:4317"},"enableProbeRequestLog":true}`},
+			`"requestMetrics":{"protocol":"grpc","endpoint":"collector:4317"}}`},
 		check: func(t *testing.T, c Config) {
-			if len(c.Knative.Notes) != 3 {
-				t.Errorf("notes %q, want 3", c.Knative.Notes)
+			if len(c.Knative.Notes) != 2 {
+				t.Errorf("notes %q, want 2", c.Knative.Notes)
 			}
 			if got := c.Getenv("OTEL_TRACES_EXPORTER"); got != "" {
 				t.Errorf("OTEL_TRACES_EXPORTER = %q for grpc, want unset", got)
+			}
+		},
+	}, {
+		name: "probes in the request log",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"enableRequestLog":true,"enableProbeRequestLog":true}`},
+		check: func(t *testing.T, c Config) {
+			if !c.AccessLog || !c.Knative.ProbeRequestLog || len(c.Knative.Notes) != 0 {
+				t.Errorf("access log %v probes %v notes %q, want both and no note", c.AccessLog, c.Knative.ProbeRequestLog, c.Knative.Notes)
 			}
 		},
 	}, {

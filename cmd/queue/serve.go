@@ -105,7 +105,17 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a := &app{cfg: cfg, log: logger, proxy: p}
 	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger,
 		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold}
-	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready, WaitReady: a.watcher.WaitReady})
+	var requests *accessLog // nil: no access log
+	if cfg.AccessLog {
+		requests = newAccessLog(cfg, os.Stdout)
+	}
+	drainCfg := drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready, WaitReady: a.watcher.WaitReady}
+	if requests != nil && cfg.Knative.ProbeRequestLog {
+		// Probes in the request log too (Knative's enableProbeRequestLog):
+		// drain reports its answers; other requests are not touched.
+		drainCfg.OnProbe = requests.done
+	}
+	a.drainer = drain.New(drainCfg)
 	if cfg.TLSCert != "" {
 		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
@@ -113,8 +123,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 
 	statsCfg := stats.Config{}
-	if cfg.AccessLog {
-		statsCfg.OnDone = newAccessLog(cfg, os.Stdout).done
+	if requests != nil {
+		statsCfg.OnDone = requests.done
 	}
 	a.stats = stats.New(statsCfg)
 	a.promLabels = cfg.Labels.prometheus()
