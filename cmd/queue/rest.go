@@ -9,17 +9,20 @@ import (
 	"time"
 )
 
-// After a burst of requests the heap the burst grew stays the process's:
-// the runtime collects it only when the next allocations call for it, and
-// returns the pages to the system only down to the heap goal the burst
-// left, so a sidecar at rest keeps the memory of its busiest moment for
-// minutes. releaseAtRest gives it back once the process has come to rest:
-// when no request has arrived for restQuiet, and the heap holds restGrowth
-// more than it did after the last release, it collects the heap and returns
-// what is free to the system (two collections, a few milliseconds of CPU
-// for a heap of tens of MiB). It looks at arrivals
-// every restQuiet while requests come, and less and less often at rest, up
-// to restMaxWait: an idle process wakes once a minute for it.
+// After a burst of requests what the burst grew stays the process's: the
+// runtime collects the heap only when the next allocations call for it and
+// returns pages to the system only down to the heap goal the burst left,
+// and the executable's pages the burst ran stay resident; a sidecar at rest
+// keeps the memory of its busiest moment for minutes. releaseAtRest gives
+// it back once the process has come to rest, no request having arrived for
+// restQuiet: when the heap holds restGrowth more than after the last
+// collection of its own, it collects it and returns what is free to the
+// system (two collections, a few milliseconds of CPU for a heap of tens of
+// MiB); and the executable's pages go as at start (resident_linux.go), at
+// most once every restPagesGap, since the next request faults back in what
+// it runs. It looks at arrivals every restQuiet while requests come, and
+// less and less often at rest, up to restMaxWait: an idle process wakes
+// once a minute for it.
 const (
 	restQuiet   = 2 * time.Second
 	restMaxWait = time.Minute
@@ -27,6 +30,9 @@ const (
 	// the last release before another is worth two collections: a trickle
 	// of requests, which grows nothing, costs none.
 	restGrowth = 4 << 20
+	// restPagesGap spaces the releases of the executable's pages: a
+	// trickle of requests pays for one at most this often.
+	restPagesGap = 30 * time.Second
 )
 
 // releaseAtRest runs until ctx is done; arrivals counts the requests that
@@ -36,22 +42,27 @@ func releaseAtRest(ctx context.Context, arrivals func() uint64, log *slog.Logger
 		before := heapHeld()
 		// The buffer pools keep what they hold through one collection
 		// (sync.Pool's victim cache): a second one frees it, and
-		// FreeOSMemory returns the pages. The executable's pages the burst
-		// touched go too, as at start (resident_linux.go).
+		// FreeOSMemory returns the pages.
 		runtime.GC()
 		debug.FreeOSMemory()
-		n, _ := releaseStartupPages()
 		if log.Enabled(ctx, slog.LevelDebug) {
-			log.LogAttrs(ctx, slog.LevelDebug, "memory released at rest", slog.Uint64("heap_before", before),
-				slog.Uint64("heap_after", heapHeld()), slog.Int64("executable_pages", n))
+			log.LogAttrs(ctx, slog.LevelDebug, "heap released at rest", slog.Uint64("held_before", before), slog.Uint64("held_after", heapHeld()))
+		}
+	}, func() {
+		n, err := releaseStartupPages()
+		if log.Enabled(ctx, slog.LevelDebug) {
+			log.LogAttrs(ctx, slog.LevelDebug, "executable pages released at rest", slog.Int64("bytes", n), slog.Any("err", err))
 		}
 	})
 }
 
-// restLoop is releaseAtRest with the heap's measure and its release given.
-func restLoop(ctx context.Context, arrivals, held func() uint64, release func()) {
+// restLoop is releaseAtRest with the heap's measure and the two releases
+// given.
+func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, releasePages func()) {
 	last := arrivals()
 	kept := held()
+	busy := false         // requests came since the pages were last released
+	var pagesAt time.Time // when they were
 	wait := restQuiet
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -62,11 +73,15 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, release func())
 		case <-t.C:
 		}
 		if n := arrivals(); n != last {
-			last, wait = n, restQuiet
+			last, wait, busy = n, restQuiet, true
 		} else {
 			if held() > kept+restGrowth {
-				release()
+				releaseHeap()
 				kept = held()
+			}
+			if now := time.Now(); busy && now.Sub(pagesAt) >= restPagesGap {
+				releasePages()
+				busy, pagesAt = false, now
 			}
 			wait = min(2*wait, restMaxWait)
 		}
