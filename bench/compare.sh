@@ -7,6 +7,7 @@
 #   bench/compare.sh --only direct,nginx,queue  a subset, by name ("direct" is needed for
 #                                               the "added over direct" rows)
 #   QUICK=1 bench/compare.sh                    smoke test: 2 s runs, 1 repeat
+#   ONLY_SCENARIOS=stall5000 bench/compare.sh    a subset of the scenarios, by name
 #   OUT=/tmp/run1 bench/compare.sh              where results go (default
 #                                               ${TMPDIR:-/tmp}/queue-bench/<date-time>)
 #   bench/compare.sh --report DIR               summarise DIR/runs.tsv again
@@ -510,6 +511,7 @@ run_peer() {
   fi
   local scen r n
   for scen in $SCENARIOS; do
+    [[ -n "${ONLY_SCENARIOS:-}" && " ${ONLY_SCENARIOS//,/ } " != *" $scen "* ]] && continue
     n=1
     [[ $scen == c1 || $scen == c64 ]] && n=$REPEATS
     for ((r = 1; r <= n; r++)); do

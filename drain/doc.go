@@ -4,7 +4,8 @@
 // [Drainer.Handler] is the outermost layer of the request path (the chain
 // package puts it there). It answers probe requests itself (kube-probe and
 // Knative probe User-Agents, K-Network-Probe) without passing them on or
-// counting them, and notes the arrival of every other request, so that
+// counting them (reporting each one's answer to Config.OnProbe, the request
+// log, when it is set), and notes the arrival of every other request, so that
 // [Drainer.WaitQuiet] can tell when none has come for the quiet period. A
 // probe's 503 while draining or unready is a health answer, not an error,
 // and is written here; requests that arrive while draining are served, not

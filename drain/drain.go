@@ -24,6 +24,12 @@ type Config struct {
 	// ready, max has passed or ctx is done (probe.Watcher.WaitReady). nil
 	// answers at once from Ready.
 	WaitReady func(ctx context.Context, max time.Duration) bool
+	// OnProbe, when set, is called after each probe that Handler answers,
+	// with the status and body bytes written and the time the answer took
+	// (a held probe's wait included), on the probe's goroutine: the
+	// request log of Knative's enableProbeRequestLog. nil: probes are
+	// reported to nobody, and the answer costs no clock read.
+	OnProbe func(r *http.Request, status int, bytes int64, d time.Duration)
 }
 
 // ProbeHold is the longest a probe waits for a not-ready upstream (with
@@ -147,12 +153,23 @@ func IsProbe(r *http.Request) bool {
 		strings.HasPrefix(ua[0], "Knative-Autoscaling-Probe")
 }
 
-// Handler answers probes and passes every other request to next, noting its
-// arrival.
+// Arrivals returns how many requests (probes aside) have arrived since the
+// Drainer was made.
+func (d *Drainer) Arrivals() uint64 { return d.arrivals.Load() }
+
+// Handler answers probes, reporting each to Config.OnProbe when set, and
+// passes every other request to next, noting its arrival. A request that
+// is not a probe pays the same either way.
 func (d *Drainer) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsProbe(r) {
-			d.ServeProbe(w, r)
+			if d.cfg.OnProbe == nil {
+				d.serveProbe(w, r)
+				return
+			}
+			start := time.Now()
+			status, n := d.serveProbe(w, r)
+			d.cfg.OnProbe(r, status, int64(n), time.Since(start))
 			return
 		}
 		d.arrivals.Add(1)
@@ -166,7 +183,10 @@ func (d *Drainer) Handler(next http.Handler) http.Handler {
 //	K-Network-Probe: probe without a hash        400
 //	K-Network-Probe: anything but queue/probe    400
 //	otherwise                                    200 "queue" when ready, else 503
-func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
+func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) { d.serveProbe(w, r) }
+
+// serveProbe is ServeProbe; it returns the status and body bytes it wrote.
+func (d *Drainer) serveProbe(w http.ResponseWriter, r *http.Request) (int, int) {
 	h := w.Header()
 	h["Cache-Control"] = noStore
 	switch v := r.Header.Get(KNetworkProbe); v {
@@ -175,32 +195,30 @@ func (d *Drainer) ServeProbe(w http.ResponseWriter, r *http.Request) {
 		hash := r.Header.Get(KNetworkHash)
 		if hash == "" {
 			refuse(w)
-			write(w, http.StatusBadRequest, "missing "+KNetworkHash)
-			return
+			return write(w, http.StatusBadRequest, "missing "+KNetworkHash)
 		}
 		h.Set(KNetworkHash, hash)
-		write(w, http.StatusOK, hash)
-		return
+		return write(w, http.StatusOK, hash)
 	default:
 		refuse(w)
-		write(w, http.StatusBadRequest, "unknown "+KNetworkProbe+" value")
-		return
+		return write(w, http.StatusBadRequest, "unknown "+KNetworkProbe+" value")
 	}
-	d.ServeReady(w, r)
+	return d.serveReady(w, r)
 }
 
 // ServeReady answers like a probe: 200 "queue" when ready, else 503. When
 // the upstream is not ready and no drain has started, it first waits up to
 // ProbeHold with Config.WaitReady (if set) for it to become ready.
-func (d *Drainer) ServeReady(w http.ResponseWriter, r *http.Request) {
+func (d *Drainer) ServeReady(w http.ResponseWriter, r *http.Request) { d.serveReady(w, r) }
+
+func (d *Drainer) serveReady(w http.ResponseWriter, r *http.Request) (int, int) {
 	if !d.Ready() && !d.draining.Load() && d.cfg.WaitReady != nil {
 		d.cfg.WaitReady(r.Context(), ProbeHold)
 	}
 	if d.Ready() {
-		write(w, http.StatusOK, "queue")
-		return
+		return write(w, http.StatusOK, "queue")
 	}
-	write(w, http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable))
+	return write(w, http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable))
 }
 
 // ServeWaitForDrain blocks until the drain has finished and answers 200. If
@@ -239,8 +257,11 @@ func refuse(w http.ResponseWriter) {
 	}
 }
 
-func write(w http.ResponseWriter, code int, body string) {
+// write answers code with body and returns the status and the body bytes
+// written, for Config.OnProbe.
+func write(w http.ResponseWriter, code int, body string) (int, int) {
 	w.Header()["Content-Type"] = textPlain
 	w.WriteHeader(code)
-	w.Write([]byte(body))
+	n, _ := w.Write([]byte(body))
+	return code, n
 }

@@ -85,6 +85,58 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// TestOnProbe: with Config.OnProbe, each probe Handler answers is reported
+// with the status and body bytes written, and its duration; a request that
+// is not a probe is not.
+func TestOnProbe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		header     http.Header
+		ready      bool
+		wantStatus int // 0: not reported
+		wantBytes  int64
+	}{
+		{name: "kubelet, ready", header: http.Header{"User-Agent": {"kube-probe/1.31"}, "K-Network-Probe": {"queue"}}, ready: true, wantStatus: 200, wantBytes: 5},
+		{name: "activator, unready", header: http.Header{"User-Agent": {"Knative-Activator-Probe"}, "K-Network-Probe": {"queue"}}, wantStatus: 503, wantBytes: 19},
+		{name: "network probe", header: http.Header{"K-Network-Probe": {"probe"}, "K-Network-Hash": {"abc"}}, wantStatus: 200, wantBytes: 3},
+		{name: "bad network probe", header: http.Header{"K-Network-Probe": {"nonsense"}}, wantStatus: 400, wantBytes: int64(len("unknown K-Network-Probe value"))},
+		{name: "a request", header: http.Header{"User-Agent": {"curl/8"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got struct {
+				n      int
+				status int
+				bytes  int64
+				d      time.Duration
+			}
+			d := drain.New(drain.Config{Ready: func() bool { return tt.ready }, OnProbe: func(_ *http.Request, status int, bytes int64, d time.Duration) {
+				got.n++
+				got.status, got.bytes, got.d = status, bytes, d
+			}})
+			h := d.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("upstream")) }))
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header = tt.header
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if tt.wantStatus == 0 {
+				if got.n != 0 {
+					t.Errorf("reported %d times, want none", got.n)
+				}
+				return
+			}
+			if got.n != 1 || got.status != tt.wantStatus || got.bytes != tt.wantBytes || got.d <= 0 {
+				t.Errorf("reported %d times, status %d, %d bytes, %v; want once, %d, %d bytes, a duration", got.n, got.status, got.bytes, got.d, tt.wantStatus, tt.wantBytes)
+			}
+			if got.status != rec.Code || got.bytes != int64(rec.Body.Len()) {
+				t.Errorf("reported %d and %d bytes, wrote %d and %d bytes", got.status, got.bytes, rec.Code, rec.Body.Len())
+			}
+		})
+	}
+}
+
 // probeCase is a probe (or readiness) request against a Drainer in a
 // given state.
 type probeCase struct {

@@ -3,7 +3,6 @@
 package h2_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/internal/testnet"
 	"golang.org/x/net/http2"
 )
 
@@ -90,27 +90,6 @@ func (ts *testServer) dial(t *testing.T, tlsOn bool) *rawClient {
 		rc.fr.AllowIllegalWrites = true
 	}
 	return rc
-}
-
-// garbage writes junk to nc from its own goroutine, 4 KiB every 5 ms, for
-// at most 3 s, and sends when a write failed (the server closed the
-// connection), or the zero time if none did.
-func garbage(nc net.Conn) <-chan time.Time {
-	failed := make(chan time.Time, 1)
-	go func() {
-		junk := bytes.Repeat([]byte{0xff}, 4<<10)
-		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
-		defer tick.Stop()
-		for range 600 {
-			if _, err := nc.Write(junk); err != nil {
-				failed <- time.Now()
-				return
-			}
-			<-tick.C
-		}
-		failed <- time.Time{}
-	}()
-	return failed
 }
 
 // TestConnErrorCloses: a connection error is answered with GOAWAY and its
@@ -187,7 +166,7 @@ func TestConnErrorCloses(t *testing.T) {
 				if ga.ErrCode != tc.code {
 					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
 				}
-				failed := garbage(rc.nc)
+				failed := testnet.Junk(rc.nc)
 				// The server's side is shut after its GOAWAY: the client
 				// reads the end of the connection, not a reset.
 				for {

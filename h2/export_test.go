@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -60,4 +62,15 @@ func EndHeld(s *Server) {
 		c.endLocked(errClosed)
 		c.rd.shutdown(c.nc)
 	}
+}
+
+// WatchConns counts, in freed, the connections s serves now as the
+// garbage collector frees them.
+func WatchConns(s *Server, freed *atomic.Int32) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		runtime.AddCleanup(c, func(*atomic.Int32) { freed.Add(1) }, freed)
+	}
+	return len(s.conns)
 }

@@ -1277,6 +1277,44 @@ func TestLiveness(t *testing.T) {
 	}
 }
 
+// TestConnFreed: a connection that ended is garbage, even when a stream's
+// handler left a deadline far ahead (as the proxy leaves a read deadline on
+// a body that failed): an armed deadline timer must not hold the stream,
+// and with it the connection and its buffers, until it fires.
+func TestConnFreed(t *testing.T) {
+	started := make(chan struct{}, 4)
+	srv := newServer(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(time.Hour))
+		rc.SetWriteDeadline(time.Now().Add(time.Hour))
+		started <- struct{}{}
+		io.Copy(io.Discard, r.Body) // fails when the connection goes
+	})
+	ts := startServer(t, srv)
+	var rcs []*rawClient
+	for range 4 {
+		rc := ts.dialRaw(t)
+		rc.handshake()
+		rc.headers(1, false, request("POST", "/")...)
+		waitFor(t, started, "the handler to start")
+		rcs = append(rcs, rc)
+	}
+	var freed atomic.Int32
+	if n := h2.WatchConns(srv, &freed); n != len(rcs) {
+		t.Fatalf("%d connections, want %d", n, len(rcs))
+	}
+	for _, rc := range rcs {
+		rc.nc.Close()
+	}
+	for deadline := time.Now().Add(failAfter); freed.Load() < int32(len(rcs)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d connections freed after they ended", freed.Load(), len(rcs))
+		}
+		runtime.GC() // a cleanup runs after a collection finds its object unreachable
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func windowUpdate(rc *rawClient) { rc.check(rc.fr.WriteWindowUpdate(0, 1)); rc.flush() }
 
 // waitSockets waits until ok holds for the socket of every connection srv

@@ -173,6 +173,10 @@ func (s *stream) serve() {
 	s.res.finish(aborted)
 	s.ctx.cancel()
 	c.mu.Lock()
+	// A deadline the handler left (a body read that failed keeps its read
+	// deadline) has nothing more to bound; its timer, armed, would hold
+	// the stream and its connection, buffers and all, until it fired.
+	s.dl.clear()
 	s.bodyGone = true
 	if n := s.body.len(); n > 0 {
 		c.creditLocked(int64(n))

@@ -19,9 +19,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +52,29 @@ const (
 	podIP     = "127.0.0.1"
 	hostIP    = "127.0.0.2"
 )
+
+// knativeExampleLogging is zap-logger-config from the example block of
+// Knative Serving's config/core/configmaps/logging.yaml (v0.50).
+const knativeExampleLogging = `{
+  "level": "info",
+  "development": false,
+  "outputPaths": ["stdout"],
+  "errorOutputPaths": ["stderr"],
+  "encoding": "json",
+  "encoderConfig": {
+    "timeKey": "timestamp",
+    "levelKey": "severity",
+    "nameKey": "logger",
+    "callerKey": "caller",
+    "messageKey": "message",
+    "stacktraceKey": "stacktrace",
+    "lineEnding": "",
+    "levelEncoder": "",
+    "timeEncoder": "iso8601",
+    "durationEncoder": "",
+    "callerEncoder": ""
+  }
+}`
 
 // requestLogTemplate is the operator's request-log template: every field
 // group Knative's template input has.
@@ -115,9 +140,13 @@ func TestKnativeReconciler(t *testing.T) {
 	var exports sync.WaitGroup
 	exports.Add(1)
 	var once sync.Once
+	var controlPlane atomic.Int32 // requests to the control plane's metrics endpoint
 	collector := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && r.URL.Path == "/v1/traces" {
 			once.Do(exports.Done)
+		}
+		if strings.HasPrefix(r.URL.Path, "/control-plane/") {
+			controlPlane.Add(1)
 		}
 	})}
 	cln, err := net.Listen("tcp", "127.0.0.1:4318")
@@ -167,10 +196,19 @@ func TestKnativeReconciler(t *testing.T) {
 	}()
 	waitReady(t, exited)
 
-	lines := logLines(t, stderr.String())
+	// config-logging's zap configuration sends the log to stdout, beside
+	// the request log.
+	lines := logLines(t, stdout.String())
 	start, kn := lines["queue starting"], lines["knative environment"]
 	if start == nil || kn == nil {
-		t.Fatalf("no startup lines:\n%s", stderr.String())
+		t.Fatalf("no startup lines:\n%s", stdout.String())
+	}
+	// Every setting is one queue honours or one Knative's queue-proxy
+	// ignores too: no warning.
+	for msg := range lines {
+		if strings.HasPrefix(msg, "OBSERVABILITY_CONFIG") {
+			t.Errorf("warning %q", msg)
+		}
 	}
 	// Each variable is named on the startup line with what queue did with it.
 	for _, name := range names {
@@ -182,23 +220,42 @@ func TestKnativeReconciler(t *testing.T) {
 	for k, want := range map[string]any{
 		"listen": ":8012", "tls_listen": ":8112", "upstream": "127.0.0.1:8080", "concurrency": 10.0,
 		"timeout": "5m0s", "response_start_timeout": "30s", "idle_timeout": "1m0s", "probe": "knative",
-		"access_log": true, "pprof": true, "trace_sample_rate": 1.0,
+		"access_log": true, "pprof": false, "pprof_listen": ":8008", "trace_sample_rate": 1.0,
 	} {
 		if cfg[k] != want {
 			t.Errorf("startup config %s = %v, want %v", k, cfg[k], want)
 		}
 	}
-	for k, want := range map[string]string{"namespace": namespace, "service": service, "configuration": service,
-		"revision": revision, "pod": pod, "pod_ip": podIP} {
+	// Knative's schema: the example zap configuration's keys, and the
+	// fields Knative's queue-proxy adds.
+	for k, want := range map[string]string{"logger": "queueproxy", "severity": "info", "knative.dev/key": namespace + "/" + revision,
+		"knative.dev/pod": pod} {
 		if start[k] != want {
-			t.Errorf("log label %s = %v, want %s", k, start[k], want)
+			t.Errorf("log field %s = %v, want %s", k, start[k], want)
 		}
+	}
+	if ts, _ := start["timestamp"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d{4})$`).MatchString(ts) {
+		t.Errorf("timestamp %q, want ISO 8601 (zap's iso8601)", ts)
 	}
 	mu.Lock()
 	if probed == 0 {
 		t.Error("SERVING_READINESS_PROBE's httpGet /healthz never reached the app")
 	}
 	mu.Unlock()
+
+	// The kubelet's readiness probe: in the request log, as
+	// logging.enable-probe-request-log asks.
+	probe, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:8012/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Header.Set("User-Agent", "kube-probe/1.31")
+	probe.Header.Set("K-Network-Probe", "queue")
+	if res, err := http.DefaultClient.Do(probe); err != nil {
+		t.Fatal(err)
+	} else {
+		res.Body.Close()
+	}
 
 	// A request: proxied, counted, logged with the template, traced.
 	res, err := http.Get("http://127.0.0.1:8012/greet")
@@ -229,11 +286,21 @@ func TestKnativeReconciler(t *testing.T) {
 		t.Error("a TLS 1.3-only client got in past QUEUE_PROXY_TLS_MAX_VERSION=1.2")
 	}
 
-	// Runtime profiling on: pprof on the admin port.
-	if res, err := http.Get("http://127.0.0.1:8022/debug/pprof/cmdline"); err != nil || res.StatusCode != 200 {
-		t.Errorf("pprof: %v %v", err, res)
-	} else {
-		res.Body.Close()
+	// Runtime profiling on: pprof on the port the reconciler declares for
+	// it, and not on the admin port.
+	declared := false
+	for _, p := range container.Ports {
+		declared = declared || p.ContainerPort == 8008
+	}
+	if !declared {
+		t.Errorf("the reconciler declares no port 8008 with runtime profiling on: %v", container.Ports)
+	}
+	for url, want := range map[string]int{"http://127.0.0.1:8008/debug/pprof/cmdline": 200, "http://127.0.0.1:8022/debug/pprof/cmdline": 404} {
+		if res, err := http.Get(url); err != nil || res.StatusCode != want {
+			t.Errorf("%s: %v %v, want %d", url, err, res, want)
+		} else {
+			res.Body.Close()
+		}
 	}
 
 	// Prometheus: Knative's families, with the revision's identity.
@@ -287,14 +354,26 @@ func TestKnativeReconciler(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("no trace reached the collector that OBSERVABILITY_CONFIG names")
 	}
+	if n := controlPlane.Load(); n != 0 {
+		t.Errorf("%d requests to the control plane's metrics endpoint, want none: queue-proxy does not export there", n)
+	}
 
 	// The request log: the operator's template, a line per request, the
-	// readiness probes not in it.
-	if got, want := stdout.String(), "GET /greet 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /tls 200 5 "+revision+" "+namespace+" "+podIP+"\n"; got != want {
+	// probe included; the log's own lines are zap's, beside it.
+	var requests []string
+	for _, l := range strings.SplitAfter(stdout.String(), "\n") {
+		if l != "" && !strings.HasPrefix(l, `{"severity":`) {
+			requests = append(requests, l)
+		}
+	}
+	if got, want := strings.Join(requests, ""), "GET / 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /greet 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /tls 200 5 "+revision+" "+namespace+" "+podIP+"\n"; got != want {
 		t.Errorf("request log %q, want %q", got, want)
 	}
+	if stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing: the zap configuration's output is stdout", stderr.String())
+	}
 	// SERVING_LOGGING_LEVEL=debug: the refused TLS 1.3 handshake is logged at debug.
-	if !strings.Contains(stderr.String(), `"level":"DEBUG"`) {
+	if !strings.Contains(stdout.String(), `{"severity":"debug"`) {
 		t.Error("no debug line: SERVING_LOGGING_LEVEL=debug not honoured")
 	}
 }
@@ -322,18 +401,28 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 	})
 	must(err)
 	logCfg, err := logging.NewConfigFromMap(map[string]string{
-		"zap-logger-config":   `{"level": "info", "encoding": "json", "outputPaths": ["stdout"], "errorOutputPaths": ["stderr"]}`,
+		"zap-logger-config":   knativeExampleLogging,
 		"loglevel.queueproxy": "debug",
 	})
 	must(err)
 	obs, err := observability.NewFromMap(map[string]string{
-		"logging.enable-request-log":   "true",
-		"logging.request-log-template": requestLogTemplate,
-		"tracing-protocol":             "http/protobuf",
-		"tracing-endpoint":             "http://127.0.0.1:4318/v1/traces",
-		"tracing-sampling-rate":        "1",
-		"request-metrics-protocol":     "prometheus",
-		"runtime-profiling":            "enabled",
+		"logging.enable-request-log":       "true",
+		"logging.request-log-template":     requestLogTemplate,
+		"logging.enable-probe-request-log": "true",
+		"tracing-protocol":                 "http/protobuf",
+		"tracing-endpoint":                 "http://127.0.0.1:4318/v1/traces",
+		"tracing-sampling-rate":            "1",
+		"request-metrics-protocol":         "prometheus",
+		"runtime-profiling":                "enabled",
+		// What reaches queue-proxy but no queue-proxy reads: the control
+		// plane's metrics, the runtime metrics' interval, the reconciler's
+		// own logging settings.
+		"metrics-protocol":                  "http/protobuf",
+		"metrics-endpoint":                  "http://127.0.0.1:4318/control-plane/v1/metrics",
+		"metrics-export-interval":           "30s",
+		"runtime-export-interval":           "20s",
+		"logging.enable-var-log-collection": "true",
+		"logging.revision-url-template":     "http://logs.example/?revisionUID=${REVISION_UID}",
 	})
 	must(err)
 	features, err := apicfg.NewFeaturesConfigFromMap(map[string]string{"multi-container-probing": "enabled", "autodetect-http2": "enabled"})
@@ -429,19 +518,23 @@ func waitReady(t *testing.T, exited <-chan error) {
 	}
 }
 
-// logLines decodes queue's JSON log lines by message.
+// logLines decodes queue's zap log lines by message, skipping the request
+// log's lines among them.
 func logLines(t *testing.T, s string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
+		if !bytes.HasPrefix(sc.Bytes(), []byte("{")) {
+			continue // the request log's
+		}
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Errorf("log line not JSON: %s", sc.Text())
 			continue
 		}
-		if msg, _ := m["msg"].(string); msg != "" && out[msg] == nil {
+		if msg, _ := m["message"].(string); msg != "" && out[msg] == nil {
 			out[msg] = m
 		}
 	}

@@ -1,7 +1,9 @@
 // Package probe checks whether the upstream is ready and keeps watching it.
 //
 // A [Prober] checks once: [TCP] connects and closes, [HTTP] sends a GET with
-// a kube-probe User-Agent (200-399 is ready), [GRPC] calls
+// a kube-probe User-Agent (200-399 is ready) over HTTP/1.1, or with
+// DetectHTTP2 over h2c or HTTP/1.1, whichever the upstream last answered
+// ready over (trying h2c first until one has), [GRPC] calls
 // grpc.health.v1.Health/Check over h2c (SERVING is ready), [None] is always
 // ready, and [All] is ready when each of its probers is. Probers use their
 // own connections, never the request path's pool, and every probe has its

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,12 +83,30 @@ type HTTP struct {
 	Host string
 	// Header is added to the request; User-Agent defaults to UserAgent.
 	Header http.Header
-	// Timeout bounds one probe; 0 means DefaultTimeout.
+	// Timeout bounds one probe; 0 means DefaultTimeout. With DetectHTTP2,
+	// it bounds each of a probe's two attempts.
 	Timeout time.Duration
 	// Client sends the request; nil means one of the package's own, with no
 	// keep-alive, so that each probe proves a fresh connect works.
 	Client *http.Client
+	// DetectHTTP2 has the probe find out which protocol the upstream
+	// speaks, as Knative's queue-proxy does with
+	// ENABLE_HTTP2_AUTO_DETECTION: HTTP/2 with prior knowledge (h2c)
+	// first, then HTTP/1.1, so that an upstream that speaks only h2c can
+	// be probed with a GET. false (the zero value) speaks HTTP/1.1 only.
+	// It applies to an http:// URL without a Client; see Probe.
+	DetectHTTP2 bool
+
+	// speaks is what the upstream answered ready over: 0 while unknown,
+	// else speaksH1 or speaksH2C. Only with DetectHTTP2.
+	speaks atomic.Uint32
 }
+
+// What an HTTP probe with DetectHTTP2 learned the upstream speaks.
+const (
+	speaksH1 = 1 + iota
+	speaksH2C
+)
 
 var probeClient = &http.Client{
 	Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, Proxy: nil},
@@ -95,13 +114,90 @@ var probeClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// Probe sends the GET.
+// h2cProbeClient is probeClient over HTTP/2 with prior knowledge. With
+// keep-alives off, each connection carries one request and is closed
+// after it, as probeClient's are.
+var h2cProbeClient = &http.Client{
+	Transport: func() *http.Transport {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		return &http.Transport{Protocols: &p, DisableKeepAlives: true, DisableCompression: true, Proxy: nil}
+	}(),
+	CheckRedirect: probeClient.CheckRedirect,
+}
+
+// Probe sends the GET. With DetectHTTP2 (an http:// URL, no Client), a
+// probe speaks what the upstream last answered ready over; until it has
+// (and again after that protocol fails with the connection made, the mark
+// of an upstream that no longer speaks it), it tries h2c and then, unless
+// h2c answered ready, HTTP/1.1, as Knative's prober does, and remembers
+// the one that answered ready. Knative's prober detects again on every
+// probe, which costs an HTTP/1.1 upstream two connections a probe for
+// ever. A refused h2c connect skips the HTTP/1.1 attempt: it would be
+// refused too, and while the upstream starts the probe then costs one
+// connect, as without DetectHTTP2. It is safe for concurrent use.
 func (p *HTTP) Probe(ctx context.Context) error {
+	if !p.DetectHTTP2 || p.Client != nil || !strings.HasPrefix(p.URL, "http://") {
+		c := p.Client
+		if c == nil {
+			c = probeClient
+		}
+		_, err := p.get(ctx, c)
+		return err
+	}
+	switch p.speaks.Load() {
+	case speaksH2C:
+		return p.known(ctx, h2cProbeClient)
+	case speaksH1:
+		return p.known(ctx, probeClient)
+	}
+	answered, err := p.get(ctx, h2cProbeClient)
+	if err == nil {
+		p.speaks.Store(speaksH2C)
+		return nil
+	}
+	if !answered && dialFailed(err) {
+		return err
+	}
+	// An h2c answer that is not ready may be an upstream that speaks h2c
+	// badly: HTTP/1.1 decides, as in Knative.
+	if _, err1 := p.get(ctx, probeClient); err1 == nil {
+		p.speaks.Store(speaksH1)
+		return nil
+	} else if !answered {
+		err = err1
+	}
+	return err
+}
+
+// known probes over the protocol the upstream last answered ready over,
+// and forgets it when it fails after the connect without an answer: the
+// upstream no longer speaks it (it was replaced), so the next probe
+// detects again. A refused connect or a timeout says nothing of the
+// protocol, and an answer that is not ready is still that protocol.
+func (p *HTTP) known(ctx context.Context, c *http.Client) error {
+	answered, err := p.get(ctx, c)
+	if err != nil && !answered && !dialFailed(err) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		p.speaks.Store(0)
+	}
+	return err
+}
+
+// dialFailed reports whether err is a failed connect: nothing listens, so
+// no protocol was spoken.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// get sends the GET with c; answered reports whether a response came,
+// whatever its status.
+func (p *HTTP) get(ctx context.Context, c *http.Client) (answered bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout(p.Timeout))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for k, vv := range p.Header {
 		req.Header[k] = vv
@@ -112,20 +208,16 @@ func (p *HTTP) Probe(ctx context.Context) error {
 	if p.Host != "" {
 		req.Host = p.Host
 	}
-	c := p.Client
-	if c == nil {
-		c = probeClient
-	}
 	res, err := c.Do(req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 	res.Body.Close()
 	if res.StatusCode < 200 || res.StatusCode >= 400 {
-		return fmt.Errorf("%s answered %d", p.URL, res.StatusCode)
+		return true, fmt.Errorf("%s answered %d over %s", p.URL, res.StatusCode, res.Proto)
 	}
-	return nil
+	return true, nil
 }
 
 // GRPC is ready when grpc.health.v1.Health/Check for Service answers

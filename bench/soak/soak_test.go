@@ -221,31 +221,28 @@ func TestParseProc(t *testing.T) {
 
 func TestDrift(t *testing.T) {
 	t.Parallel()
-	s := slack{fds: 4, goroutines: 10, rssMiB: 32}
+	s := slack{fds: 4, goroutines: 10, rssMiB: 8}
 	base := [2]sample{{fds: 14, goroutines: 10, rssKiB: 10 << 10}, {fds: 13, goroutines: 9, rssKiB: 10 << 10}}
-	warm := [2]sample{{rssKiB: 20 << 10}, {rssKiB: 20 << 10}}
 	tests := []struct {
 		name    string
 		now     [2]sample
-		warm    *[2]sample
 		want    []string
 		settled bool
 	}{
 		{name: "at baseline", now: base, settled: true},
-		{name: "within slack", now: [2]sample{{fds: 18, goroutines: 20}, {fds: 17, goroutines: 19}}, settled: true},
+		{name: "within slack", now: [2]sample{{fds: 18, goroutines: 20, rssKiB: 18 << 10}, {fds: 17, goroutines: 19}}, settled: true},
 		{name: "descriptors", now: [2]sample{{fds: 19, goroutines: 10}, base[1]}, want: []string{"up-h1 fds +5"}},
 		{name: "goroutines", now: [2]sample{base[0], {fds: 13, goroutines: 20}}, want: []string{"up-h2c goroutines +11"}},
-		{name: "first phase RSS is not drift", now: [2]sample{{fds: 14, goroutines: 10, rssKiB: 100 << 10}, base[1]}, settled: true},
 		{
-			name: "RSS past the first phase's", warm: &warm, settled: true,
-			now:  [2]sample{{fds: 14, goroutines: 10, rssKiB: 53 << 10}, {fds: 13, goroutines: 9, rssKiB: 52 << 10}},
-			want: []string{"up-h1 RSS +33.0 MiB"},
+			name: "RSS past the baseline's slack",
+			now:  [2]sample{{fds: 14, goroutines: 10, rssKiB: 19 << 10}, {fds: 13, goroutines: 9, rssKiB: 12 << 10}},
+			want: []string{"up-h1 RSS +9.0 MiB"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := drift(base, tt.now, tt.warm, s); !slices.Equal(got, tt.want) {
+			if got := drift(base, tt.now, s); !slices.Equal(got, tt.want) {
 				t.Errorf("drift = %q, want %q", got, tt.want)
 			}
 			if got := settled(base, tt.now, s); got != tt.settled {

@@ -123,11 +123,9 @@ type slack struct {
 	rssMiB          float64
 }
 
-// drift compares each queue's sample at rest with its baseline (fds and
-// goroutines) and with its first sample at rest (RSS: the heap a first
-// phase grows is not a leak; growth after it is); warm is nil in the first
-// phase.
-func drift(base, now [2]sample, warm *[2]sample, s slack) []string {
+// drift compares each queue's sample at rest with its baseline: the
+// descriptors, goroutines and RSS it had before any load.
+func drift(base, now [2]sample, s slack) []string {
 	var d []string
 	for i := range now {
 		if n := now[i].fds - base[i].fds; n > s.fds {
@@ -136,22 +134,15 @@ func drift(base, now [2]sample, warm *[2]sample, s slack) []string {
 		if n := now[i].goroutines - base[i].goroutines; n > s.goroutines {
 			d = append(d, fmt.Sprintf("%s goroutines +%d", queueNames[i], n))
 		}
-		if warm != nil {
-			if mib := float64(now[i].rssKiB-warm[i].rssKiB) / 1024; mib > s.rssMiB {
-				d = append(d, fmt.Sprintf("%s RSS +%.1f MiB", queueNames[i], mib))
-			}
+		if mib := float64(now[i].rssKiB-base[i].rssKiB) / 1024; mib > s.rssMiB {
+			d = append(d, fmt.Sprintf("%s RSS +%.1f MiB", queueNames[i], mib))
 		}
 	}
 	return d
 }
 
 // settled reports whether every queue is back within slack of its baseline
-// in descriptors and goroutines.
+// in descriptors, goroutines and RSS.
 func settled(base, now [2]sample, s slack) bool {
-	for i := range now {
-		if now[i].fds-base[i].fds > s.fds || now[i].goroutines-base[i].goroutines > s.goroutines {
-			return false
-		}
-	}
-	return true
+	return len(drift(base, now, s)) == 0
 }

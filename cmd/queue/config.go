@@ -44,6 +44,7 @@ type Config struct {
 	LogLevel             string
 	AccessLog            bool
 	PProf                bool
+	PProfListen          string // the profiling port (--pprof-listen); "": none
 	Version              bool
 	// KnativeMode is true when knativeModeVar is set: queue runs as
 	// Knative Serving's queue-proxy and takes Knative's defaults.
@@ -53,12 +54,20 @@ type Config struct {
 	Labels Labels
 	// PodIP is SERVING_POD_IP, for the logs.
 	PodIP string
+	// ZapLog configures the log of --log-format zap, from
+	// SERVING_LOGGING_CONFIG and the levels (knative.go, zaplog.go).
+	ZapLog zapLog
 	// KnativeCertDir holds tls.crt and tls.key when Knative mounts them.
 	KnativeCertDir string
-	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION).
+	// TLSMinVersion raises the TLS floor above 1.2 (QUEUE_PROXY_TLS_MIN_VERSION;
+	// unset, 1.3 in Knative mode: knativeTLSMinVersion).
 	TLSMinVersion uint16
 	// Knative is what the rest of the Knative environment sets (knative.go).
 	Knative Knative
+	// DetectHTTP2 makes HTTP readiness probes of http:// URLs find out
+	// whether the upstream speaks h2c (ENABLE_HTTP2_AUTO_DETECTION; see
+	// probe.HTTP's DetectHTTP2).
+	DetectHTTP2 bool
 	// Prober, when set, replaces the one --probe describes
 	// (SERVING_READINESS_PROBE), with its thresholds.
 	Prober                             probe.Prober
@@ -125,6 +134,7 @@ var knativeVars = map[string]string{
 	"idle-timeout":           "REVISION_IDLE_TIMEOUT_SECONDS",
 	"probe":                  "SERVING_READINESS_PROBE",
 	"log-level":              "SERVING_LOGGING_LEVEL",
+	"pprof-listen":           "OBSERVABILITY_CONFIG",
 }
 
 // defaultConfig is the configuration before any flag or variable: the
@@ -151,6 +161,9 @@ func defaultConfig(knative bool) Config {
 	if knative {
 		c.StatsListen = knativeStatsListen
 		c.DrainQuietPeriod = knativeDrainQuietPeriod
+		// Knative's queue-proxy logs through zap, as config-logging
+		// configures it: an operator's log pipeline reads its keys.
+		c.LogFormat = "zap"
 	}
 	c.TrustedProxies, _ = headers.ParseTrust(headers.DefaultTrust)
 	// Under the keep-alive timeouts of common app servers, so that the
@@ -207,10 +220,11 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(intValue{&c.MaxConnections}, "max-connections", "keep at most `N` client connections open; one more is closed at once")
 	fs.Var(trustValue{&c.TrustedProxies}, "trusted-proxies", "keep Forwarded and X-Forwarded-* from peers in `CIDRS` (comma-separated), or none")
 	fs.Var(rateValue{&c.TraceSampleRate}, "trace-sample-rate", "start a new trace for a share `F` (0 to 1) of requests; needs OTEL_EXPORTER_OTLP_ENDPOINT")
-	fs.Var(enumValue{&c.LogFormat, []string{"json", "text"}}, "log-format", "write log lines as `FORMAT`: json or text")
+	fs.Var(enumValue{&c.LogFormat, []string{"json", "text", "zap"}}, "log-format", "write log lines as `FORMAT`: json, text, or zap (Knative's: zap's encoders as SERVING_LOGGING_CONFIG configures them)")
 	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
 	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")
+	fs.Var(addrValue{&c.PProfListen, false}, "pprof-listen", "serve /debug/pprof/ on a port of its own at `ADDR` (Knative: :8008 with runtime profiling on)")
 	fs.Var(boolValue{&c.Version}, "version", "print the version, commit and Go version, and exit")
 	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "read Knative's tls.crt and tls.key from `DIR` when both exist and no --tls-cert is given")
 	return fs
@@ -376,6 +390,9 @@ func (c *Config) validateAddrs(src sources) error {
 	lns = append(lns, listener{"admin-listen", c.AdminListen}, listener{"stats-listen", c.StatsListen})
 	if c.MetricsListen != "" { // "": no metrics port (requestMetrics protocol none)
 		lns = append(lns, listener{"metrics-listen", c.MetricsListen})
+	}
+	if c.PProfListen != "" {
+		lns = append(lns, listener{"pprof-listen", c.PProfListen})
 	}
 	for i, a := range lns {
 		for _, b := range lns[:i] {

@@ -269,6 +269,8 @@ func TestConfigErrors(t *testing.T) {
 		{"TLS on the serving port", []string{"--upstream", ":8080", "--tls-cert", junk, "--tls-key", junk, "--tls-listen", ":8012"}, nil,
 			[]string{"--listen", "--tls-listen", "port 8012"}},
 		{"upstream is queue itself", []string{"--upstream", ":8012"}, nil, []string{"--upstream 127.0.0.1:8012", "--listen :8012"}},
+		{"Knative's profiling port on the admin port", nil, []string{"USER_PORT=8080", "QUEUE_ADMIN_LISTEN=:8008", `OBSERVABILITY_CONFIG={"runtime":{"profiling":"enabled"}}`},
+			[]string{"QUEUE_ADMIN_LISTEN :8008", "OBSERVABILITY_CONFIG (:8008)", "port 8008"}},
 		{"upstream is queue's admin port", []string{"--upstream", "localhost:7000", "--admin-listen", "127.0.0.1:7000"}, nil,
 			[]string{"--upstream localhost:7000", "--admin-listen 127.0.0.1:7000"}},
 		{"queue depth without concurrency", []string{"--upstream", ":8080", "--queue-depth", "5"}, nil, []string{"--queue-depth", "--concurrency"}},

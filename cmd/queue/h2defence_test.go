@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/internal/testnet"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -829,27 +830,6 @@ func TestH2Defence(t *testing.T) {
 // detector.
 const h2dLinger = 2 * time.Second
 
-// h2dJunk writes junk to nc from its own goroutine, 4 KiB every 5 ms, for
-// at most 3 s, and sends when a write failed (queue closed the
-// connection), or the zero time if none did.
-func h2dJunk(nc net.Conn) <-chan time.Time {
-	failed := make(chan time.Time, 1)
-	go func() {
-		junk := bytes.Repeat([]byte{0xff}, 4<<10)
-		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
-		defer tick.Stop()
-		for range 600 {
-			if _, err := nc.Write(junk); err != nil {
-				failed <- time.Now()
-				return
-			}
-			<-tick.C
-		}
-		failed <- time.Time{}
-	}()
-	return failed
-}
-
 // TestH2ConnErrorCloses: on the plain and the TLS serving ports, a
 // connection error gets GOAWAY with its code, the client then reads the
 // end of the connection (not a reset), and queue closes the socket within
@@ -938,7 +918,7 @@ func TestH2ConnErrorCloses(t *testing.T) {
 				if ga.ErrCode != tc.code {
 					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
 				}
-				failed := h2dJunk(nc)
+				failed := testnet.Junk(nc)
 				for {
 					if _, err := fr.ReadFrame(); err != nil {
 						if !errors.Is(err, io.EOF) {

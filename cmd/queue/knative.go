@@ -26,6 +26,17 @@ import (
 // certificate pair when system-internal TLS is on.
 const DefaultKnativeCertDir = "/var/lib/knative/certs"
 
+// knativeProfilingListen is where Knative's queue-proxy serves
+// /debug/pprof/ when config-observability turns runtime profiling on
+// (knative.dev/pkg/observability/runtime's ProfilingDefaultPort).
+const knativeProfilingListen = ":8008"
+
+// knativeTLSMinVersion is Knative mode's TLS floor when
+// QUEUE_PROXY_TLS_MIN_VERSION is unset: Knative's queue-proxy takes the
+// default of knative.dev/pkg/network/tls (DefaultConfigFromEnv), TLS 1.3.
+// Standalone the floor stays 1.2.
+const knativeTLSMinVersion = tls.VersionTLS13
+
 // knativeH2CPort is the serving port Knative gives revisions whose
 // container port is named h2c.
 const knativeH2CPort = "8013"
@@ -96,14 +107,11 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		return err
 	}
 	if v := getenv("SERVING_LOGGING_LEVEL"); v != "" && !given["log-level"] {
-		switch strings.ToLower(v) {
-		case "debug", "info", "warn", "error":
-			c.LogLevel = strings.ToLower(v)
-		case "dpanic", "panic", "fatal": // zap's levels above error
-			c.LogLevel = "error"
-		default:
-			return configErrorf("invalid value %q for SERVING_LOGGING_LEVEL: want debug, info, warn or error", v)
+		var l zapLevel
+		if err := l.UnmarshalText([]byte(v)); err != nil {
+			return configErrorf("invalid value %q for SERVING_LOGGING_LEVEL: want debug, info, warn or error (or zap's dpanic, panic, fatal)", v)
 		}
+		c.LogLevel = logLevelOf(l)
 	}
 	switch v := getenv("QUEUE_PROXY_TLS_MIN_VERSION"); v {
 	case "":
@@ -133,6 +141,13 @@ func applyKnative(c *Config, given map[string]bool, getenv func(string) string) 
 		}
 	}
 
+	if v := getenv("ENABLE_HTTP2_AUTO_DETECTION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return configErrorf("invalid value %q for ENABLE_HTTP2_AUTO_DETECTION: want true or false", v)
+		}
+		c.DetectHTTP2 = b
+	}
 	if v := getenv("SERVING_READINESS_PROBE"); v != "" && !given["probe"] {
 		multi, _ := strconv.ParseBool(getenv("ENABLE_MULTI_CONTAINER_PROBES"))
 		if err := c.readinessFromJSON(v, multi, given["probe-period"]); err != nil {
@@ -269,7 +284,8 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}
-		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{}}
+		hp := &probe.HTTP{URL: scheme + "://" + addr(h.Host, int(h.Port)) + path, Timeout: timeout, Header: http.Header{},
+			DetectHTTP2: c.DetectHTTP2 && scheme == "http"}
 		for _, kv := range h.HTTPHeaders {
 			if strings.EqualFold(kv.Name, "Host") {
 				hp.Host = kv.Value
@@ -306,33 +322,33 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 // lists the ones set, and knativetest/ checks the list against Knative's
 // own reconciler.
 var knativeEnv = [...]struct{ name, use string }{
-	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, logs); k8s_namespace_name on kn_* metrics and target_info"},
+	{"SERVING_NAMESPACE", "revision label namespace (queue_* metrics, json and text logs; knative.dev/key in zap logs); k8s_namespace_name on kn_* metrics and target_info"},
 	{"SERVING_SERVICE", "revision label service; kn_service_name; the default service.name of traces, pushed metrics and target_info"},
 	{"SERVING_CONFIGURATION", "revision label configuration; kn_configuration_name"},
-	{"SERVING_REVISION", "revision label revision; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
+	{"SERVING_REVISION", "revision label revision; knative.dev/key; kn_revision_name; .Revision.Name in the request log template; set, it selects Knative mode's defaults"},
 	{"QUEUE_SERVING_PORT", "--listen :PORT; 8013 also means --upstream-protocol h2c"},
 	{"QUEUE_SERVING_TLS_PORT", "--tls-listen :PORT"},
 	{"CONTAINER_CONCURRENCY", "--concurrency (queue depth 10 times it, as Knative's breaker)"},
 	{"REVISION_TIMEOUT_SECONDS", "--timeout, and so the default --drain-timeout; 0 means none"},
 	{"REVISION_RESPONSE_START_TIMEOUT_SECONDS", "--response-start-timeout"},
 	{"REVISION_IDLE_TIMEOUT_SECONDS", "--idle-timeout"},
-	{"SERVING_POD", "revision label pod; k8s_pod_name; pod_name of the autoscaler's Stat"},
-	{"SERVING_POD_IP", "pod_ip on log lines; .Revision.PodIP in the request log template"},
-	{"SERVING_LOGGING_CONFIG", "zap's JSON configuration: its level sets --log-level and its encoding (json, console) --log-format; the rest (outputs, encoder keys) is zap's and ignored"},
-	{"SERVING_LOGGING_LEVEL", "--log-level; wins over SERVING_LOGGING_CONFIG's level, as in Knative; zap's dpanic, panic and fatal mean error"},
+	{"SERVING_POD", "revision label pod; knative.dev/pod; k8s_pod_name; pod_name of the autoscaler's Stat"},
+	{"SERVING_POD_IP", "pod_ip on json and text log lines; .Revision.PodIP in the request log template"},
+	{"SERVING_LOGGING_CONFIG", "zap's JSON configuration, over Knative's defaults: in Knative mode (--log-format zap) queue's log is written as zap would (encoding, encoder keys and encoders, level, outputs, sampling, initialFields), its lines with commit, knative.dev/key and knative.dev/pod; one zap would refuse gives Knative's defaults and a warning. With --log-format json or text, its level and encoding only"},
+	{"SERVING_LOGGING_LEVEL", "the log level, over SERVING_LOGGING_CONFIG's, as in Knative (--log-level wins); zap's dpanic, panic and fatal leave nothing logged in the zap format and mean error in the others"},
 	{"USER_PORT", "--upstream 127.0.0.1:PORT"},
 	{"SYSTEM_NAMESPACE", "ignored: the namespace of Knative's control plane, where its ConfigMaps live; queue reads none"},
 	{"SERVING_READINESS_PROBE", "the readiness probe (tcpSocket, httpGet, grpc); exec is refused"},
 	{"HOST_IP", "ignored: the node's address; Knative's queue-proxy reads it nowhere either (it is there for extensions and node agents)"},
-	{"ENABLE_HTTP2_AUTO_DETECTION", "ignored: HTTP readiness probes speak HTTP/1.1; an h2c-only container is probed with tcpSocket or grpc"},
+	{"ENABLE_HTTP2_AUTO_DETECTION", "true: an http readiness probe tries h2c, then HTTP/1.1, and keeps to the one that answered ready; false: HTTP/1.1 only"},
 	{"ENABLE_HTTP_FULL_DUPLEX", "checked to be true or false, else ignored: queue's HTTP/1.1 path is always full duplex (request body and response stream at once)"},
 	{"ROOT_CA", "ignored: the CA Knative's queue-proxy extensions (QPOptions) trust; queue has no extensions, and its OTLP exporter takes OTEL_EXPORTER_OTLP_CERTIFICATE"},
-	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3 (unset: 1.2; Knative's queue-proxy: 1.3)"},
+	{"QUEUE_PROXY_TLS_MIN_VERSION", "TLS floor, 1.2 or 1.3; unset: 1.3 in Knative mode, as Knative's queue-proxy (1.2 under a QUEUE_PROXY_TLS_MAX_VERSION of 1.2), 1.2 standalone"},
 	{"QUEUE_PROXY_TLS_MAX_VERSION", "TLS ceiling, 1.2 or 1.3"},
 	{"QUEUE_PROXY_TLS_CIPHER_SUITES", "TLS 1.2 cipher suites allowed, Go's names, comma-separated"},
 	{"QUEUE_PROXY_TLS_CURVE_PREFERENCES", "key exchanges allowed, in order: X25519MLKEM768, X25519, CurveP256 (P-256), CurveP384 (P-384), CurveP521 (P-521)"},
 	{"ENABLE_MULTI_CONTAINER_PROBES", "SERVING_READINESS_PROBE may be an array of probes, all of which must pass"},
-	{"OBSERVABILITY_CONFIG", "the request log switch and template, tracing (http/protobuf or grpc endpoint, stdout, sampling rate), request metrics (prometheus port, OTLP push over http/protobuf or grpc and its interval, none), runtime profiling (--pprof); see below for what is not supported"},
+	{"OBSERVABILITY_CONFIG", "the request log switch and template, probe request log, tracing (http/protobuf or grpc endpoint, stdout, sampling rate), request metrics (prometheus port, OTLP push over http/protobuf or grpc and its interval, none), runtime profiling (--pprof-listen :8008); see below for what is not supported"},
 }
 
 // Knative holds what the Knative environment sets beyond queue's flags.
@@ -348,6 +364,10 @@ type Knative struct {
 	// MetricsPush, when its Protocol is set, pushes the request metrics
 	// over OTLP (OBSERVABILITY_CONFIG's requestMetrics).
 	MetricsPush MetricsPush
+	// ProbeRequestLog puts the probes that queue answers itself in the
+	// access log too, when it is on (OBSERVABILITY_CONFIG's
+	// enableProbeRequestLog).
+	ProbeRequestLog bool
 	// Notes are settings queue accepts but cannot honour, logged at
 	// startup as warnings.
 	Notes []string
@@ -393,36 +413,38 @@ func logKnative(log *slog.Logger, c Config) {
 	}
 }
 
-// zapLevel maps a zap level name onto queue's --log-level.
-func zapLevel(v string) (string, bool) {
-	switch strings.ToLower(v) {
-	case "debug", "info", "warn", "error":
-		return strings.ToLower(v), true
-	case "dpanic", "panic", "fatal": // zap's levels above error
-		return "error", true
+// logLevelOf maps a zap level onto --log-level: zap's levels above error
+// mean error.
+func logLevelOf(l zapLevel) string {
+	switch l {
+	case zapDebug:
+		return "debug"
+	case zapInfo:
+		return "info"
+	case zapWarn:
+		return "warn"
 	}
-	return "", false
+	return "error"
 }
 
 // applyKnativeRest reads the variables that applyKnative's first part does
 // not: logging configuration, TLS policy and OBSERVABILITY_CONFIG.
-// SERVING_LOGGING_LEVEL, when set, wins over the logging configuration's
-// level, as in Knative.
 func applyKnativeRest(c *Config, given map[string]bool, getenv func(string) string) error {
-	if v := getenv("SERVING_LOGGING_CONFIG"); v != "" {
+	if c.LogFormat == "zap" {
+		applyZapLog(c, given, getenv)
+	} else if v := getenv("SERVING_LOGGING_CONFIG"); v != "" {
+		// Queue's own formats take the configuration's level and its
+		// encoding; SERVING_LOGGING_LEVEL, when set, wins over the level,
+		// as in Knative.
 		var zc struct {
-			Level    string `json:"level"`
-			Encoding string `json:"encoding"`
+			Level    *zapLevel `json:"level"`
+			Encoding string    `json:"encoding"`
 		}
 		if err := json.Unmarshal([]byte(v), &zc); err != nil {
 			return configErrorf("invalid SERVING_LOGGING_CONFIG: %v: want zap's JSON configuration", err)
 		}
-		if zc.Level != "" && !given["log-level"] && getenv("SERVING_LOGGING_LEVEL") == "" {
-			l, ok := zapLevel(zc.Level)
-			if !ok {
-				return configErrorf("invalid level %q in SERVING_LOGGING_CONFIG: want debug, info, warn or error", zc.Level)
-			}
-			c.LogLevel = l
+		if zc.Level != nil && !given["log-level"] && getenv("SERVING_LOGGING_LEVEL") == "" {
+			c.LogLevel = logLevelOf(*zc.Level)
 		}
 		if !given["log-format"] {
 			switch zc.Encoding {
@@ -449,6 +471,34 @@ func applyKnativeRest(c *Config, given map[string]bool, getenv func(string) stri
 	return nil
 }
 
+// applyZapLog reads the configuration of --log-format zap as Knative's
+// queue-proxy reads its own (knative.dev/pkg/logging.NewLogger):
+// SERVING_LOGGING_CONFIG over Knative's defaults, its level overridden by
+// SERVING_LOGGING_LEVEL (and here by --log-level), and a configuration zap
+// would refuse replaced by Knative's defaults rather than refused: the
+// reconciler passes config-logging on unchecked, and refusing it would
+// crash-loop every revision. The lines carry, as Knative's, the commit,
+// knative.dev/key (namespace/revision) and knative.dev/pod.
+func applyZapLog(c *Config, given map[string]bool, getenv func(string) string) {
+	zc, err := parseZapConfig(getenv("SERVING_LOGGING_CONFIG"))
+	zl := zapLog{Config: zc, Err: err}
+	var l zapLevel
+	switch v := getenv("SERVING_LOGGING_LEVEL"); {
+	case given["log-level"]:
+		l.UnmarshalText([]byte(c.LogLevel))
+		zl.Override = &l
+	case v != "" && l.UnmarshalText([]byte(v)) == nil:
+		zl.Override = &l
+	}
+	if commit := knativeCommit(); commit != "" {
+		zl.Fields = append(zl.Fields, slog.String("commit", commit))
+	}
+	zl.Fields = append(zl.Fields,
+		slog.String("knative.dev/key", getenv("SERVING_NAMESPACE")+"/"+getenv("SERVING_REVISION")),
+		slog.String("knative.dev/pod", getenv("SERVING_POD")))
+	c.ZapLog = zl
+}
+
 // tlsCurves are the names QUEUE_PROXY_TLS_CURVE_PREFERENCES takes: Go's
 // constant names and the NIST names, as Knative accepts.
 var tlsCurves = map[string]tls.CurveID{
@@ -466,6 +516,14 @@ func applyKnativeTLS(c *Config, getenv func(string) string) error {
 		c.Knative.TLSMaxVersion = tls.VersionTLS13
 	default:
 		return configErrorf("invalid value %q for QUEUE_PROXY_TLS_MAX_VERSION: want 1.2 or 1.3", v)
+	}
+	if getenv("QUEUE_PROXY_TLS_MIN_VERSION") == "" && c.KnativeMode {
+		c.TLSMinVersion = knativeTLSMinVersion
+		if max := c.Knative.TLSMaxVersion; max != 0 && max < c.TLSMinVersion {
+			// Knative's queue-proxy would then accept no handshake at all:
+			// a ceiling of 1.2 alone asks for 1.2.
+			c.TLSMinVersion = max
+		}
 	}
 	if c.Knative.TLSMaxVersion != 0 && c.Knative.TLSMaxVersion < c.TLSMinVersion {
 		return configErrorf("QUEUE_PROXY_TLS_MAX_VERSION %q is below QUEUE_PROXY_TLS_MIN_VERSION %q: want max at least min",
@@ -535,10 +593,6 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 	if err := json.Unmarshal([]byte(v), &o); err != nil {
 		return configErrorf("invalid OBSERVABILITY_CONFIG: %v: want the JSON of Knative's config-observability", err)
 	}
-	note := func(format string, a ...any) {
-		c.Knative.Notes = append(c.Knative.Notes, "OBSERVABILITY_CONFIG: "+fmt.Sprintf(format, a...))
-	}
-
 	// The request log: Knative's switch, and its template (Knative's
 	// default one when the switch is on without a template).
 	if o.EnableRequestLog && !given["access-log"] {
@@ -554,9 +608,9 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		}
 		c.Knative.RequestLog = t
 	}
-	if o.EnableProbeRequestLog {
-		note("enableProbeRequestLog is not supported: queue answers probes before the request log")
-	}
+	// Probes in the request log, as Knative's queue-proxy puts them there
+	// when asked (and only when the request log is on).
+	c.Knative.ProbeRequestLog = o.EnableProbeRequestLog
 
 	// Tracing, mapped onto the OpenTelemetry variables that the tracing
 	// package reads. As in Knative, OTEL_* variables set in the container
@@ -639,8 +693,11 @@ func applyObservability(c *Config, given map[string]bool, getenv func(string) st
 		}
 	}
 
-	if o.Runtime.Profiling == "enabled" && !given["pprof"] {
-		c.PProf = true
+	// Runtime profiling: Knative's queue-proxy serves it on a port of its
+	// own, which the reconciler declares on the container (profiling-port)
+	// when the switch is on; the admin port keeps it only with --pprof.
+	if o.Runtime.Profiling == "enabled" && !given["pprof-listen"] {
+		c.PProfListen = knativeProfilingListen
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ func TestKnativeDropIn(t *testing.T) {
 			"SERVING_NAMESPACE": "ns", "SERVING_SERVICE": "svc", "SERVING_CONFIGURATION": "cfg",
 			"SERVING_REVISION": "svc-00001", "SERVING_POD": "svc-00001-pod", "SERVING_POD_IP": "127.0.0.1",
 			"SERVING_LOGGING_LEVEL": "info", "QUEUE_KNATIVE_CERT_DIR": certDir,
+			"OBSERVABILITY_CONFIG": `{"runtime":{"profiling":"enabled"}}`,
 		}
 		stop := serveEnv(t, env)
 		defer stop()
@@ -103,6 +104,11 @@ func TestKnativeDropIn(t *testing.T) {
 		if res, _ := get(t, &http.Client{Transport: tr}, "https://127.0.0.1:8112/", nil); res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
 			t.Errorf("TLS: %d %s", res.StatusCode, res.Proto)
 		}
+		// Knative's TLS floor, 1.3, with QUEUE_PROXY_TLS_MIN_VERSION unset.
+		if c, err := tls.Dial("tcp", "127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MaxVersion: tls.VersionTLS12}); err == nil {
+			c.Close()
+			t.Error("a TLS 1.2 client got in: want Knative's floor, 1.3")
+		}
 		// The autoscaler's endpoint and the labels.
 		res, body = get(t, http.DefaultClient, "http://127.0.0.1:9090/metrics", nil)
 		if res.Header.Get("Content-Type") != "application/protobuf" || !strings.Contains(body, "svc-00001-pod") {
@@ -122,6 +128,13 @@ func TestKnativeDropIn(t *testing.T) {
 		}
 		if pod != "svc-00001-pod" {
 			t.Errorf("pod_name = %q", pod)
+		}
+		// Runtime profiling on Knative's port, 8008, not on the admin port.
+		if res, body := get(t, http.DefaultClient, "http://127.0.0.1:8008/debug/pprof/", nil); res.StatusCode != 200 || !strings.Contains(body, "\theap\n") {
+			t.Errorf("profiling port: %d %.80q", res.StatusCode, body)
+		}
+		if res, _ := get(t, http.DefaultClient, "http://127.0.0.1:8022/debug/pprof/", nil); res.StatusCode != 404 {
+			t.Errorf("admin port /debug/pprof/: %d, want 404", res.StatusCode)
 		}
 		_, body = get(t, http.DefaultClient, "http://127.0.0.1:9091/metrics", nil)
 		if !strings.Contains(body, `queue_active_requests{namespace="ns",service="svc",configuration="cfg",revision="svc-00001",pod="svc-00001-pod"}`) {

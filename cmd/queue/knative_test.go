@@ -151,20 +151,35 @@ func TestKnativeEnv(t *testing.T) {
 	runConfigCases(t, tests)
 }
 
-// TestLogLabels: the revision labels are on every log line.
+// TestLogLabels: queue's own formats put the revision labels on every log
+// line; Knative mode's zap format puts Knative's fields there instead.
 func TestLogLabels(t *testing.T) {
 	t.Parallel()
-	c, err := parseConfig(nil, env(map[string]string{"USER_PORT": "8080", "SERVING_NAMESPACE": "ns",
-		"SERVING_REVISION": "r1", "SERVING_POD": "p1", "SERVING_SERVICE": "s", "SERVING_CONFIGURATION": "c"}))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "--log-format json", args: []string{"--log-format", "json"},
+			want: []string{`"component":"queue"`, `"namespace":"ns"`, `"service":"s"`, `"configuration":"c"`, `"revision":"r1"`, `"pod":"p1"`}},
+		{name: "Knative mode: zap", want: []string{`"logger":"queueproxy"`, `"knative.dev/key":"ns/r1","knative.dev/pod":"p1"`}},
 	}
-	var buf syncBuffer
-	newLogger(c, &buf).Info("hello")
-	for _, want := range []string{`"component":"queue"`, `"namespace":"ns"`, `"service":"s"`, `"configuration":"c"`, `"revision":"r1"`, `"pod":"p1"`} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("log line %s lacks %s", buf.String(), want)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseConfig(tt.args, env(map[string]string{"USER_PORT": "8080", "SERVING_NAMESPACE": "ns",
+				"SERVING_REVISION": "r1", "SERVING_POD": "p1", "SERVING_SERVICE": "s", "SERVING_CONFIGURATION": "c"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf syncBuffer
+			newLogger(c, &buf).Info("hello")
+			for _, want := range tt.want {
+				if !strings.Contains(buf.String(), want) {
+					t.Errorf("log line %s lacks %s", buf.String(), want)
+				}
+			}
+		})
 	}
 }
 
@@ -192,6 +207,7 @@ func TestKnativeEnvErrors(t *testing.T) {
 		{"probe with a bad port", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"tcpSocket":{"port":"http"}}`}, "SERVING_READINESS_PROBE"},
 		{"probe with a bad scheme", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `{"httpGet":{"port":8080,"scheme":"FTP"}}`}, "SERVING_READINESS_PROBE"},
 		{"several probes without the switch", map[string]string{"USER_PORT": "8080", "SERVING_READINESS_PROBE": `[{},{}]`}, "ENABLE_MULTI_CONTAINER_PROBES"},
+		{"HTTP/2 detection not a boolean", map[string]string{"USER_PORT": "8080", "ENABLE_HTTP2_AUTO_DETECTION": "enabled"}, "ENABLE_HTTP2_AUTO_DETECTION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,8 +280,8 @@ func TestKnativeObservability(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}
 			}
-			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || !c.PProf {
-				t.Errorf("sample rate %v metrics %s pprof %v", c.TraceSampleRate, c.MetricsListen, c.PProf)
+			if c.TraceSampleRate != 0.25 || c.MetricsListen != ":9095" || c.PProfListen != ":8008" || c.PProf {
+				t.Errorf("sample rate %v metrics %s pprof %q, on the admin port %v", c.TraceSampleRate, c.MetricsListen, c.PProfListen, c.PProf)
 			}
 			if len(c.Knative.Notes) != 0 {
 				t.Errorf("notes %q, want none", c.Knative.Notes)
@@ -363,6 +379,14 @@ func TestKnativeObservability(t *testing.T) {
 		check: func(t *testing.T, c Config) {
 			if got := c.Getenv("OTEL_TRACES_EXPORTER"); got != "console" || c.TraceSampleRate != 1 {
 				t.Errorf("exporter %q rate %v, want console and 1", got, c.TraceSampleRate)
+			}
+		},
+	}, {
+		name: "probes in the request log",
+		env:  map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"enableRequestLog":true,"enableProbeRequestLog":true}`},
+		check: func(t *testing.T, c Config) {
+			if !c.AccessLog || !c.Knative.ProbeRequestLog || len(c.Knative.Notes) != 0 {
+				t.Errorf("access log %v probes %v notes %q, want both and no note", c.AccessLog, c.Knative.ProbeRequestLog, c.Knative.Notes)
 			}
 		},
 	}, {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -130,36 +131,72 @@ func TestProbeStates(t *testing.T) {
 
 // TestReadinessLatency measures the time from the upstream accepting to
 // queue reporting ready (docs/contract.md section 4: within 10 ms), over several
-// cold starts, and prints it.
+// cold starts, and prints it: with the default TCP probe, and with an
+// httpGet probe, detecting HTTP/2, of an upstream that speaks only h2c.
 func TestReadinessLatency(t *testing.T) {
 	// Not parallel: it measures time.
-	var took []time.Duration
-	for range 7 {
-		addr := freeAddr(t)
-		q := startQueue(t, addr)
-		// Let the watcher fail at least once, as on a real cold start.
-		if code, _ := adminGet(t, q, "/ready"); code != 503 {
-			t.Fatalf("ready before the upstream exists")
-		}
-		changed := q.app.watcher.Changed()
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		select {
-		case <-changed:
-		case <-time.After(5 * time.Second):
-			t.Fatal("never became ready")
-		}
-		took = append(took, time.Since(start))
-		ln.Close()
+	h2cOnly := func(ln net.Listener) func() {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		srv := &http.Server{Protocols: &p, Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+		go srv.Serve(ln)
+		return func() { srv.Close() }
 	}
-	slices.Sort(took)
-	median := took[len(took)/2]
-	t.Logf("readiness latency over %d cold starts: median %v, min %v, max %v", len(took), median, took[0], took[len(took)-1])
-	if median > 10*time.Millisecond {
-		t.Errorf("median readiness latency %v, want at most 10ms", median)
+	for _, tt := range []struct {
+		name  string
+		env   func(port string) map[string]string
+		serve func(net.Listener) func() // nil: accept nothing, as the TCP probe needs no more
+	}{
+		{name: "tcp", env: func(string) map[string]string { return nil }},
+		{name: "httpGet h2c, detected", serve: h2cOnly, env: func(port string) map[string]string {
+			return map[string]string{"ENABLE_HTTP2_AUTO_DETECTION": "true",
+				"SERVING_READINESS_PROBE": `{"httpGet":{"path":"/healthz","port":` + port + `}}`}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var took []time.Duration
+			for range 7 {
+				addr := freeAddr(t)
+				_, port, _ := net.SplitHostPort(addr)
+				q := startQueueEnv(t, tt.env(port), addr)
+				// Let the watcher fail a few times, as on a real cold start:
+				// a /ready request makes it probe at once, and it probes
+				// every 2 ms meanwhile; the request is held while not
+				// ready, so the client gives up after 50 ms.
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+q.addr.Admin+"/ready", nil)
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					res.Body.Close()
+				}
+				cancel()
+				if q.app.watcher.Ready() {
+					t.Fatalf("ready before the upstream exists")
+				}
+				changed := q.app.watcher.Changed()
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				stop := func() { ln.Close() }
+				if tt.serve != nil {
+					stop = tt.serve(ln)
+				}
+				select {
+				case <-changed:
+				case <-time.After(5 * time.Second):
+					t.Fatal("never became ready")
+				}
+				took = append(took, time.Since(start))
+				stop()
+			}
+			slices.Sort(took)
+			median := took[len(took)/2]
+			t.Logf("readiness latency over %d cold starts: median %v, min %v, max %v", len(took), median, took[0], took[len(took)-1])
+			if median > 10*time.Millisecond {
+				t.Errorf("median readiness latency %v, want at most 10ms", median)
+			}
+		})
 	}
 }
 

@@ -145,7 +145,14 @@ func buildInfo() (string, string) {
 	return v, c
 }
 
+// newLogger builds queue's one logger, writing to w (stderr): slog's JSON
+// or text with queue's keys, or with --log-format zap (Knative mode's
+// default) zap's format as SERVING_LOGGING_CONFIG configures it, whose
+// "stderr" is w and "stdout" the process's stdout (zaplog.go).
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	if cfg.LogFormat == "zap" {
+		return newZapLogger(cfg.ZapLog, os.Stdout, w)
+	}
 	var level slog.Level
 	level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
@@ -180,8 +187,14 @@ func mode(c Config) string {
 // file names, not contents).
 func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 	v, commit := buildInfo()
-	log.LogAttrs(context.Background(), slog.LevelInfo, "queue starting",
-		slog.String("version", v), slog.String("commit", commit), slog.String("go", runtime.Version()),
+	version := []slog.Attr{slog.String("version", v), slog.String("commit", commit)}
+	if c.LogFormat == "zap" && knativeCommit() != "" {
+		// Every line has Knative's commit already: a second key of the
+		// same name would make the line one that some log stores refuse.
+		version = version[:1]
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "queue starting", append(version,
+		slog.String("go", runtime.Version()),
 		slog.Float64("cpu_limit", cpuLimit), slog.Int("gomaxprocs", procs),
 		slog.Group("config",
 			slog.String("mode", mode(c)),
@@ -210,7 +223,8 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.Float64("trace_sample_rate", c.TraceSampleRate),
 			slog.Bool("access_log", c.AccessLog),
 			slog.Bool("pprof", c.PProf),
-		))
+			slog.String("pprof_listen", c.PProfListen),
+		))...)
 }
 
 // usageHead is the start of --help; writeUsage adds the flags, made from

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// The profiling endpoints of --pprof, on the admin port. They are written on
+// The profiling endpoints of --pprof, on the admin port, and of
+// --pprof-listen, on a port of their own (Knative's :8008). They are written on
 // runtime/pprof and runtime/trace directly: net/http/pprof, the usual choice,
 // links html/template (for its index page) and internal/profile (for delta
 // profiles) into every build of queue, profiling on or off, and costs each

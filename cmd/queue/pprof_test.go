@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -50,4 +52,78 @@ func TestPProf(t *testing.T) {
 	if code, _ := adminGet(t, off, "/debug/pprof/heap"); code != 404 {
 		t.Errorf("without --pprof: %d, want 404", code)
 	}
+}
+
+// TestPProfListen: --pprof-listen serves the same endpoints on a port of its
+// own, and the admin port serves them only with --pprof; with neither there
+// is no profiling listener at all.
+func TestPProfListen(t *testing.T) {
+	t.Parallel()
+	up := h1Upstream(t, http.NotFoundHandler())
+	tests := []struct {
+		name             string
+		args             []string
+		wantPort, wantAd bool // served on the profiling port, on the admin port
+	}{
+		{name: "neither"},
+		{name: "--pprof-listen", args: []string{"--pprof-listen", "127.0.0.1:0"}, wantPort: true},
+		{name: "--pprof", args: []string{"--pprof"}, wantAd: true},
+		{name: "both", args: []string{"--pprof", "--pprof-listen", "127.0.0.1:0"}, wantPort: true, wantAd: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := startQueue(t, hostPort(up), tt.args...)
+			if got := q.addr.PProf != ""; got != tt.wantPort {
+				t.Fatalf("profiling listener %q, want one %v", q.addr.PProf, tt.wantPort)
+			}
+			if tt.wantPort {
+				for path, want := range map[string]string{"/debug/pprof/": "\theap\n", "/debug/pprof/goroutine?debug=1": "goroutine profile: total",
+					"/debug/pprof/heap": "\x1f\x8b", "/debug/pprof/cmdline": os.Args[0]} {
+					res, err := http.Get("http://" + q.addr.PProf + path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 || !strings.Contains(string(b), want) {
+						t.Errorf("profiling port %s: %d %.80q, want 200 with %q", path, res.StatusCode, b, want)
+					}
+				}
+			}
+			want := 404
+			if tt.wantAd {
+				want = 200
+			}
+			if code, _ := adminGet(t, q, "/debug/pprof/heap"); code != want {
+				t.Errorf("admin port /debug/pprof/heap: %d, want %d", code, want)
+			}
+		})
+	}
+}
+
+// TestKnativeProfilingConfig: OBSERVABILITY_CONFIG's runtime.profiling
+// "enabled" opens Knative's profiling port, 8008, and only that; the
+// flag and its variable win.
+func TestKnativeProfilingConfig(t *testing.T) {
+	t.Parallel()
+	on := `{"runtime":{"profiling":"enabled","exportInterval":15000000000}}`
+	profiling := func(listen string, admin bool) func(t *testing.T, c Config) {
+		return func(t *testing.T, c Config) {
+			if c.PProfListen != listen || c.PProf != admin {
+				t.Errorf("profiling port %q, admin port %v; want %q, %v", c.PProfListen, c.PProf, listen, admin)
+			}
+		}
+	}
+	runConfigCases(t, []configCase{
+		{name: "enabled", env: map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "r", "OBSERVABILITY_CONFIG": on},
+			check: profiling(":8008", false)},
+		{name: "disabled", env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{"runtime":{"profiling":"disabled"}}`},
+			check: profiling("", false)},
+		{name: "absent", env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": `{}`}, check: profiling("", false)},
+		{name: "QUEUE_PPROF_LISTEN wins", env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": on, "QUEUE_PPROF_LISTEN": "127.0.0.1:6060"},
+			check: profiling("127.0.0.1:6060", false)},
+		{name: "--pprof adds the admin port", args: []string{"--pprof"}, env: map[string]string{"USER_PORT": "8080", "OBSERVABILITY_CONFIG": on},
+			check: profiling(":8008", true)},
+	})
 }

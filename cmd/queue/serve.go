@@ -63,11 +63,16 @@ type app struct {
 	statsLn, metricsLn   net.Listener
 	promLabels           string
 	depth                func() int // requests waiting for a slot; nil without --concurrency
+
+	// pprofSrv serves /debug/pprof/ on --pprof-listen; nil without it.
+	pprofSrv *http.Server
+	pprofLn  net.Listener
 }
 
 // addrs are the bound addresses, for tests and the demo.
 type addrs struct {
 	Listen, TLS, Admin, Stats, Metrics string
+	PProf                              string // "" without --pprof-listen
 }
 
 func (a *app) addrs() addrs {
@@ -84,6 +89,9 @@ func (a *app) addrs() addrs {
 	}
 	if a.metricsLn != nil {
 		x.Metrics = a.metricsLn.Addr().String()
+	}
+	if a.pprofLn != nil {
+		x.PProf = a.pprofLn.Addr().String()
 	}
 	return x
 }
@@ -108,7 +116,17 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	a := &app{cfg: cfg, log: logger, proxy: p}
 	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger,
 		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold}
-	a.drainer = drain.New(drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready, WaitReady: a.watcher.WaitReady})
+	var requests *accessLog // nil: no access log
+	if cfg.AccessLog {
+		requests = newAccessLog(cfg, os.Stdout)
+	}
+	drainCfg := drain.Config{QuietPeriod: cfg.DrainQuietPeriod, Ready: a.watcher.Ready, WaitReady: a.watcher.WaitReady}
+	if requests != nil && cfg.Knative.ProbeRequestLog {
+		// Probes in the request log too (Knative's enableProbeRequestLog):
+		// drain reports its answers; other requests are not touched.
+		drainCfg.OnProbe = requests.done
+	}
+	a.drainer = drain.New(drainCfg)
 	if cfg.TLSCert != "" {
 		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
@@ -116,8 +134,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 
 	statsCfg := stats.Config{}
-	if cfg.AccessLog {
-		statsCfg.OnDone = newAccessLog(cfg, os.Stdout).done
+	if requests != nil {
+		statsCfg.OnDone = requests.done
 	}
 	a.stats = stats.New(statsCfg)
 	a.promLabels = cfg.Labels.prometheus()
@@ -191,6 +209,13 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	mmux := http.NewServeMux()
 	mmux.HandleFunc("GET /metrics", a.metricsHandler)
 	a.metricsSrv = &h1.Server{Handler: mmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
+	if cfg.PProfListen != "" {
+		// net/http serves it: only when asked for, and the CPU profile
+		// and the trace stream for seconds.
+		pmux := http.NewServeMux()
+		registerPProf(pmux)
+		a.pprofSrv = &http.Server{Handler: pmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
+	}
 
 	var lns []net.Listener
 	// Accepted connections get no TCP keep-alive, as in nginx and HAProxy
@@ -230,6 +255,11 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 			return nil, err
 		}
 	}
+	if a.pprofSrv != nil {
+		if a.pprofLn, err = listen(cfg.PProfListen); err != nil {
+			return nil, err
+		}
+	}
 	if pushCfg.URL != "" {
 		if a.pushExporter, err = otlp.New(pushCfg); err != nil {
 			for _, l := range lns {
@@ -251,7 +281,7 @@ func newProber(cfg Config) probe.Prober {
 	case cfg.Probe == "grpc":
 		return &probe.GRPC{Addr: cfg.Upstream}
 	case strings.HasPrefix(cfg.Probe, "http:"):
-		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:")}
+		return &probe.HTTP{URL: "http://" + cfg.Upstream + strings.TrimPrefix(cfg.Probe, "http:"), DetectHTTP2: cfg.DetectHTTP2}
 	}
 	return probe.TCP{Addr: cfg.Upstream}
 }
@@ -260,7 +290,7 @@ func newProber(cfg Config) probe.Prober {
 func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 5)
+	errc := make(chan error, 6)
 	// Each server's accept loop, and the watcher, lives as long as the
 	// process: their stacks grow before the start-up pages go.
 	run := func(name string, f func() error) {
@@ -280,6 +310,9 @@ func (a *app) serve(ctx context.Context) error {
 	if a.metricsLn != nil {
 		run("metrics", func() error { return a.metricsSrv.Serve(a.metricsLn) })
 	}
+	if a.pprofSrv != nil {
+		run("profiling", func() error { return a.pprofSrv.Serve(a.pprofLn) })
+	}
 	if a.pushExporter != nil {
 		a.pusher = otlp.StartPusher(a.pushExporter, a.cfg.Knative.MetricsPush.Interval, a.otlpMetrics)
 	}
@@ -288,6 +321,7 @@ func (a *app) serve(ctx context.Context) error {
 		a.watcher.Run(ctx)
 	}()
 	go a.releaseWhenReady(ctx)
+	go releaseAtRest(ctx, a.drainer.Arrivals, a.log)
 	// Canceling ctx drains at once, even in the middle of a quiet period.
 	defer context.AfterFunc(ctx, func() { a.drainer.Start(true) })()
 
@@ -361,6 +395,9 @@ func (a *app) drain() error {
 	}
 	a.statsSrv.Close()
 	a.metricsSrv.Close()
+	if a.pprofSrv != nil {
+		a.pprofSrv.Close()
+	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "drained")
 	return nil
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"crypto/tls"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/proxy"
 )
 
 // TestTLS: ALPN picks HTTP/2 or HTTP/1.1, X-Forwarded-Proto is https, and
@@ -103,5 +106,56 @@ func TestCertRotation(t *testing.T) {
 	}
 	if got := served(); got != "two" {
 		t.Errorf("after a broken pair: serving %q, want the last good one (two)", got)
+	}
+}
+
+// TestKnativeTLSFloor: in Knative mode the TLS floor is 1.3 when
+// QUEUE_PROXY_TLS_MIN_VERSION is unset, as Knative's queue-proxy has it, and
+// 1.2 under a ceiling of 1.2; standalone it stays 1.2. Each case shakes
+// hands with a client that speaks TLS 1.2 only and with one that speaks 1.3.
+func TestKnativeTLSFloor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pool := writeCert(t, dir, "knative")
+	certs, err := proxy.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		env      map[string]string
+		v12, v13 bool // a TLS 1.2-only client, a TLS 1.3-only client gets in
+	}{
+		{name: "standalone", env: map[string]string{}, v12: true, v13: true},
+		{name: "Knative mode", env: map[string]string{"SERVING_REVISION": "r"}, v13: true},
+		{name: "Knative mode, floor 1.2", env: map[string]string{"SERVING_REVISION": "r", "QUEUE_PROXY_TLS_MIN_VERSION": "1.2"}, v12: true, v13: true},
+		{name: "Knative mode, ceiling 1.2", env: map[string]string{"SERVING_REVISION": "r", "QUEUE_PROXY_TLS_MAX_VERSION": "1.2"}, v12: true},
+		{name: "standalone, floor 1.3", env: map[string]string{"QUEUE_PROXY_TLS_MIN_VERSION": "1.3"}, v13: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.env["USER_PORT"] = "8080"
+			c, err := parseConfig(nil, env(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []struct {
+				version uint16
+				want    bool
+			}{{tls.VersionTLS12, tt.v12}, {tls.VersionTLS13, tt.v13}} {
+				cc, sc := net.Pipe()
+				srv := tls.Server(sc, certs.ServerTLSConfig(c.tlsOptions()))
+				done := make(chan error, 1)
+				go func() { done <- srv.Handshake(); sc.Close() }()
+				cli := tls.Client(cc, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: v.version, MaxVersion: v.version})
+				err := cli.Handshake()
+				cc.Close()
+				<-done
+				if got := err == nil; got != v.want {
+					t.Errorf("a %s-only client: handshake error %v, want success %v", tls.VersionName(v.version), err, v.want)
+				}
+			}
+		})
 	}
 }

@@ -3,9 +3,12 @@
 package testnet
 
 import (
+	"bytes"
 	"fmt"
+	"net"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // ReservePort returns a loopback address nothing listens on, and holds it
@@ -37,4 +40,26 @@ func ReservePort(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// Junk writes junk to nc from its own goroutine, 4 KiB every 5 ms, for at
+// most 3 s, and sends when a write failed (the server closed the
+// connection), or the zero time if none did: a client that goes on
+// sending whatever the server answered.
+func Junk(nc net.Conn) <-chan time.Time {
+	failed := make(chan time.Time, 1)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 4<<10)
+		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
+		defer tick.Stop()
+		for range 600 {
+			if _, err := nc.Write(junk); err != nil {
+				failed <- time.Now()
+				return
+			}
+			<-tick.C
+		}
+		failed <- time.Time{}
+	}()
+	return failed
 }

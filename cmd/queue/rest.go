@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// After a burst of requests what the burst grew stays the process's: the
+// runtime collects the heap only when the next allocations call for it and
+// returns pages to the system only down to the heap goal the burst left,
+// and the executable's pages the burst ran stay resident; a sidecar at rest
+// keeps the memory of its busiest moment for minutes. releaseAtRest gives
+// it back once the process has come to rest, no request having arrived for
+// restQuiet: when the heap holds restGrowth more than after the last
+// collection of its own, it collects it and returns what is free to the
+// system (two collections, a few milliseconds of CPU for a heap of tens of
+// MiB); and the executable's pages go as at start (resident_linux.go), at
+// most once every restPagesGap, since the next request faults back in what
+// it runs. It looks at arrivals every restQuiet while requests come, and
+// less and less often at rest, up to restMaxWait: an idle process wakes
+// once a minute for it.
+const (
+	restQuiet   = 2 * time.Second
+	restMaxWait = time.Minute
+	// restGrowth is how much more the heap must hold than it held after
+	// the last release before another is worth two collections: a trickle
+	// of requests, which grows nothing, costs none.
+	restGrowth = 4 << 20
+	// restPagesGap spaces the releases of the executable's pages: a
+	// trickle of requests pays for one at most this often.
+	restPagesGap = 30 * time.Second
+)
+
+// releaseAtRest runs until ctx is done; arrivals counts the requests that
+// have come (drain.Drainer.Arrivals). Each release is logged at debug.
+func releaseAtRest(ctx context.Context, arrivals func() uint64, log *slog.Logger) {
+	restLoop(ctx, arrivals, heapHeld, func() {
+		before := heapHeld()
+		// The buffer pools keep what they hold through one collection
+		// (sync.Pool's victim cache): a second one frees it, and
+		// FreeOSMemory returns the pages.
+		runtime.GC()
+		debug.FreeOSMemory()
+		if log.Enabled(ctx, slog.LevelDebug) {
+			log.LogAttrs(ctx, slog.LevelDebug, "heap released at rest", slog.Uint64("held_before", before), slog.Uint64("held_after", heapHeld()))
+		}
+	}, func() {
+		n, err := releaseStartupPages()
+		if log.Enabled(ctx, slog.LevelDebug) {
+			log.LogAttrs(ctx, slog.LevelDebug, "executable pages released at rest", slog.Int64("bytes", n), slog.Any("err", err))
+		}
+	})
+}
+
+// restLoop is releaseAtRest with the heap's measure and the two releases
+// given.
+func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, releasePages func()) {
+	last := arrivals()
+	kept := held()
+	busy := false         // requests came since the pages were last released
+	var pagesAt time.Time // when they were
+	wait := restQuiet
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n := arrivals(); n != last {
+			last, wait, busy = n, restQuiet, true
+		} else {
+			if held() > kept+restGrowth {
+				releaseHeap()
+				kept = held()
+			}
+			if now := time.Now(); busy && now.Sub(pagesAt) >= restPagesGap {
+				releasePages()
+				busy, pagesAt = false, now
+			}
+			wait = min(2*wait, restMaxWait)
+		}
+		t.Reset(wait)
+	}
+}
+
+// heapHeld is the memory the heap holds from the system: what the runtime
+// mapped for it and has not returned.
+func heapHeld() uint64 {
+	s := [...]metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s[:])
+	var n uint64
+	for _, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			n += v.Value.Uint64()
+		}
+	}
+	return n
+}

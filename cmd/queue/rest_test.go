@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestRestLoop: the heap is released once requests have stopped for
+// restQuiet and it grew, not while they come, not twice for one growth, and
+// the loop wakes less and less often at rest.
+func TestRestLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var arrivals, held, releases, pages, wakes atomic.Uint64
+		held.Store(8 << 20)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go restLoop(ctx, func() uint64 { wakes.Add(1); return arrivals.Load() }, held.Load,
+			func() { releases.Add(1); held.Store(9 << 20) }, func() { pages.Add(1) })
+
+		// A burst: a request a second for 10 s, the heap growing.
+		for range 10 {
+			arrivals.Add(1)
+			held.Add(4 << 20)
+			time.Sleep(time.Second)
+		}
+		if n, m := releases.Load(), pages.Load(); n != 0 || m != 0 {
+			t.Fatalf("%d heap and %d page releases while requests came, want 0", n, m)
+		}
+		time.Sleep(2*restQuiet + time.Millisecond)
+		synctest.Wait()
+		if n, m := releases.Load(), pages.Load(); n != 1 || m != 1 {
+			t.Fatalf("%d heap and %d page releases after the burst, want 1 and 1", n, m)
+		}
+		// At rest: no release without growth, and the checks thin out.
+		wakes.Store(0)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := releases.Load(); n != 1 {
+			t.Errorf("%d releases at rest, want still 1", n)
+		}
+		if n := wakes.Load(); n > 15 {
+			t.Errorf("%d checks in 10 minutes at rest, want at most 15 (one a minute, once backed off)", n)
+		}
+		// A trickle that grows nothing costs no heap release, and a page
+		// release at most every restPagesGap.
+		for range 20 {
+			arrivals.Add(1)
+			time.Sleep(5 * time.Second)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := releases.Load(); n != 1 {
+			t.Errorf("%d heap releases after a trickle that grew nothing, want 1", n)
+		}
+		if m := pages.Load(); m < 3 || m > 5 {
+			t.Errorf("%d page releases after 100 s of a request every 5 s and a quiet minute, want one every 30 s or so (3 to 5 in all)", m)
+		}
+	})
+}
+
+// TestHeapHeld: the measure reads something, and more after a large
+// allocation kept alive.
+func TestHeapHeld(t *testing.T) {
+	before := heapHeld()
+	b := make([]byte, 32<<20)
+	b[0] = 1
+	if after := heapHeld(); after < before+16<<20 || b[0] != 1 {
+		t.Errorf("heapHeld = %d before a 32 MiB allocation, %d after: want it to grow by most of it", before, after)
+	}
+}
