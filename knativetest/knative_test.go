@@ -88,33 +88,8 @@ const requestLogTemplate = `{{.Request.Method}} {{.Request.URL.Path}} {{.Respons
 // test runs itself again inside a private network namespace that has only
 // loopback.
 func TestKnativeReconciler(t *testing.T) {
-	if os.Getenv("QUEUE_TEST_BINARY") == "" {
-		if os.Getuid() != 0 {
-			t.Skip("needs root to make a private network namespace: Knative's ports are fixed numbers")
-		}
-		unshare, err := exec.LookPath("unshare")
-		if err != nil {
-			t.Skip("needs unshare (util-linux) for a private network namespace")
-		}
-		bin := filepath.Join(t.TempDir(), "queue")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/queue")
-		build.Dir = ".."
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/queue: %v\n%s", err, out)
-		}
-		cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-			os.Args[0], "-test.run", "^TestKnativeReconciler$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "QUEUE_TEST_BINARY="+bin)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestKnativeReconciler") {
-			t.Fatalf("inside the network namespace: %v\n%s", err, out)
-		}
-		t.Logf("inside the network namespace:\n%s", out)
+	if !inNamespace(t, "TestKnativeReconciler") {
 		return
-	}
-	if c, err := net.Dial("tcp", "1.1.1.1:53"); err == nil {
-		c.Close()
-		t.Fatal("the namespace reaches outside: refusing to bind fixed ports here")
 	}
 
 	// The app: a readiness endpoint and an answer.
@@ -157,7 +132,10 @@ func TestKnativeReconciler(t *testing.T) {
 	defer collector.Close()
 
 	certDir, caPEM, pool := writeCert(t)
-	container := queueContainer(t, string(caPEM))
+	container := queueContainer(t, operator{rootCA: string(caPEM), logging: map[string]string{
+		"zap-logger-config":   knativeExampleLogging,
+		"loglevel.queueproxy": "debug",
+	}, observability: exampleObservability})
 	env := resolve(t, container.Env)
 
 	// Every variable of the reconciler is set: none hides behind an empty value.
@@ -378,11 +356,80 @@ func TestKnativeReconciler(t *testing.T) {
 	}
 }
 
+// exampleObservability is config-observability as TestKnativeReconciler's
+// operator has it: every key that reaches queue-proxy, given a value.
+var exampleObservability = map[string]string{
+	"logging.enable-request-log":       "true",
+	"logging.request-log-template":     requestLogTemplate,
+	"logging.enable-probe-request-log": "true",
+	"tracing-protocol":                 "http/protobuf",
+	"tracing-endpoint":                 "http://127.0.0.1:4318/v1/traces",
+	"tracing-sampling-rate":            "1",
+	"request-metrics-protocol":         "prometheus",
+	"runtime-profiling":                "enabled",
+	// What reaches queue-proxy but no queue-proxy reads: the control
+	// plane's metrics, the runtime metrics' interval, the reconciler's
+	// own logging settings.
+	"metrics-protocol":                  "http/protobuf",
+	"metrics-endpoint":                  "http://127.0.0.1:4318/control-plane/v1/metrics",
+	"metrics-export-interval":           "30s",
+	"runtime-export-interval":           "20s",
+	"logging.enable-var-log-collection": "true",
+	"logging.revision-url-template":     "http://logs.example/?revisionUID=${REVISION_UID}",
+}
+
+// operator is what the ConfigMaps of a test's cluster say: config-logging
+// and config-observability as Knative reads them, the queue sidecar's
+// root CA, and the name of the app's port (h2c for a gRPC app).
+type operator struct {
+	rootCA        string
+	logging       map[string]string
+	observability map[string]string
+	portName      string
+}
+
+// inNamespace reports whether the test runs inside a private network
+// namespace that has only loopback. Outside one it runs the test named
+// name again inside one (as root, with unshare) and reports false: Knative's
+// ports are fixed numbers, which a shared machine must not see bound.
+func inNamespace(t *testing.T, name string) bool {
+	t.Helper()
+	if os.Getenv("QUEUE_TEST_BINARY") != "" {
+		if c, err := net.Dial("tcp", "1.1.1.1:53"); err == nil {
+			c.Close()
+			t.Fatal("the namespace reaches outside: refusing to bind fixed ports here")
+		}
+		return true
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a private network namespace: Knative's ports are fixed numbers")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux) for a private network namespace")
+	}
+	bin := filepath.Join(t.TempDir(), "queue")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/queue")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/queue: %v\n%s", err, out)
+	}
+	cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+		os.Args[0], "-test.run", "^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "QUEUE_TEST_BINARY="+bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("inside the network namespace: %v\n%s", err, out)
+	}
+	t.Logf("inside the network namespace:\n%s", out)
+	return false
+}
+
 // queueContainer returns the queue-proxy container that Knative's
 // reconciler makes for a revision of service hello, with the ConfigMaps an
 // operator might have written: every setting that reaches queue's
 // environment is given a value.
-func queueContainer(t *testing.T, rootCA string) corev1.Container {
+func queueContainer(t *testing.T, op operator) corev1.Container {
 	t.Helper()
 	t.Setenv("SYSTEM_NAMESPACE", "knative-serving") // system.Namespace() panics without it
 	must := func(err error) {
@@ -393,37 +440,16 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 	}
 	dep, err := deployment.NewConfigFromMap(map[string]string{
 		"queue-sidecar-image":                 "ghcr.io/queue-dev/queue:test",
-		"queue-sidecar-rootca":                rootCA,
+		"queue-sidecar-rootca":                op.rootCA,
 		"queue-sidecar-tls-min-version":       "1.2",
 		"queue-sidecar-tls-max-version":       "1.2",
 		"queue-sidecar-tls-cipher-suites":     "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
 		"queue-sidecar-tls-curve-preferences": "CurveP384",
 	})
 	must(err)
-	logCfg, err := logging.NewConfigFromMap(map[string]string{
-		"zap-logger-config":   knativeExampleLogging,
-		"loglevel.queueproxy": "debug",
-	})
+	logCfg, err := logging.NewConfigFromMap(op.logging)
 	must(err)
-	obs, err := observability.NewFromMap(map[string]string{
-		"logging.enable-request-log":       "true",
-		"logging.request-log-template":     requestLogTemplate,
-		"logging.enable-probe-request-log": "true",
-		"tracing-protocol":                 "http/protobuf",
-		"tracing-endpoint":                 "http://127.0.0.1:4318/v1/traces",
-		"tracing-sampling-rate":            "1",
-		"request-metrics-protocol":         "prometheus",
-		"runtime-profiling":                "enabled",
-		// What reaches queue-proxy but no queue-proxy reads: the control
-		// plane's metrics, the runtime metrics' interval, the reconciler's
-		// own logging settings.
-		"metrics-protocol":                  "http/protobuf",
-		"metrics-endpoint":                  "http://127.0.0.1:4318/control-plane/v1/metrics",
-		"metrics-export-interval":           "30s",
-		"runtime-export-interval":           "20s",
-		"logging.enable-var-log-collection": "true",
-		"logging.revision-url-template":     "http://logs.example/?revisionUID=${REVISION_UID}",
-	})
+	obs, err := observability.NewFromMap(op.observability)
 	must(err)
 	features, err := apicfg.NewFeaturesConfigFromMap(map[string]string{"multi-container-probing": "enabled", "autodetect-http2": "enabled"})
 	must(err)
@@ -455,7 +481,7 @@ func queueContainer(t *testing.T, rootCA string) corev1.Container {
 			IdleTimeoutSeconds:          ptr.Int64(60),
 			PodSpec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "user-container", Image: "example.com/hello",
-				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				Ports: []corev1.ContainerPort{{Name: op.portName, ContainerPort: 8080}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)},
 				}},

@@ -187,9 +187,10 @@ func serveEnv(t *testing.T, env map[string]string) func() {
 	}
 }
 
-// TestKnativeReconcilerModule runs the knativetest module's test, which
-// makes the queue-proxy container with Knative Serving's own reconciler and
-// runs queue under exactly its environment. It lives in a nested module so
+// TestKnativeReconcilerModule runs the knativetest module's tests, which
+// make the queue-proxy container with Knative Serving's own reconciler and
+// run queue under exactly its environment (and the operator's telemetry
+// settings, against a real OTLP receiver). It lives in a nested module so
 // that Knative's and Kubernetes' modules stay out of queue's; this test
 // makes the README's one test command cover it. The first run downloads
 // about 50 MB of modules.
@@ -204,7 +205,9 @@ func TestKnativeReconcilerModule(t *testing.T) {
 	if strings.Contains(string(out), "--- SKIP") {
 		t.Skipf("knativetest module tests skipped:\n%s", out) // not counted as a pass
 	}
-	if !strings.Contains(string(out), "--- PASS: TestKnativeReconciler") {
-		t.Fatalf("knativetest module: TestKnativeReconciler did not pass:\n%s", out)
+	for _, name := range []string{"TestKnativeReconciler", "TestKnativeOperatorTelemetry"} {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Fatalf("knativetest module: %s did not pass:\n%s", name, out)
+		}
 	}
 }
