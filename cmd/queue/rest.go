@@ -19,8 +19,11 @@ import (
 // collection of its own, it collects it and returns what is free to the
 // system (two collections, a few milliseconds of CPU for a heap of tens of
 // MiB); and the executable's pages go as at start (resident_linux.go), at
-// most once every restPagesGap, since the next request faults back in what
-// it runs. It looks at arrivals every restQuiet while requests come, and
+// most once every restPagesGap unless restPagesBurst requests came since
+// the last time, since the next request faults back in what it runs: a
+// trickle of requests pays for it at most every restPagesGap, a burst
+// that follows a pause in the middle of load (an upstream restart holds
+// every request for a moment) gets its pages released all the same. It looks at arrivals every restQuiet while requests come, and
 // less and less often at rest, up to restMaxWait: an idle process wakes
 // once a minute for it.
 const (
@@ -33,6 +36,9 @@ const (
 	// restPagesGap spaces the releases of the executable's pages: a
 	// trickle of requests pays for one at most this often.
 	restPagesGap = 30 * time.Second
+	// restPagesBurst is how many requests since the last release of the
+	// executable's pages make another worth it sooner than restPagesGap.
+	restPagesBurst = 1000
 )
 
 // releaseAtRest runs until ctx is done; arrivals counts the requests that
@@ -63,6 +69,7 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, re
 	kept := held()
 	busy := false         // requests came since the pages were last released
 	var pagesAt time.Time // when they were
+	pagesArrivals := last // and the arrivals then
 	wait := restQuiet
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -79,9 +86,9 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, re
 				releaseHeap()
 				kept = held()
 			}
-			if now := time.Now(); busy && now.Sub(pagesAt) >= restPagesGap {
+			if now := time.Now(); busy && (now.Sub(pagesAt) >= restPagesGap || last-pagesArrivals >= restPagesBurst) {
 				releasePages()
-				busy, pagesAt = false, now
+				busy, pagesAt, pagesArrivals = false, now, last
 			}
 			wait = min(2*wait, restMaxWait)
 		}

@@ -55,8 +55,23 @@ func TestRestLoop(t *testing.T) {
 		if n := releases.Load(); n != 1 {
 			t.Errorf("%d heap releases after a trickle that grew nothing, want 1", n)
 		}
-		if m := pages.Load(); m < 3 || m > 5 {
+		m := pages.Load()
+		if m < 3 || m > 5 {
 			t.Errorf("%d page releases after 100 s of a request every 5 s and a quiet minute, want one every 30 s or so (3 to 5 in all)", m)
+		}
+		// Load, a pause (an upstream restart holding every request),
+		// load again, a pause: each pause releases the pages, though the
+		// two are less than restPagesGap apart.
+		for _, load := range []time.Duration{restMaxWait + time.Second, 10 * time.Second} {
+			for range load / time.Second {
+				arrivals.Add(200) // 2,000 in 10 s: more than restPagesBurst
+				time.Sleep(time.Second)
+			}
+			time.Sleep(2*restQuiet + time.Millisecond)
+			synctest.Wait()
+		}
+		if got := pages.Load(); got != m+2 {
+			t.Errorf("%d page releases in two pauses of load 10 s apart, want 2", got-m)
 		}
 	})
 }
