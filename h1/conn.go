@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/gostack"
+	"github.com/queue-dev/queue/internal/panics"
 )
 
 // Connection states, for Shutdown: only an idle connection may be closed
@@ -750,7 +751,7 @@ func (c *conn) runHandler() (aborted bool) {
 		if v := recover(); v != nil {
 			aborted = true
 			if v != http.ErrAbortHandler {
-				c.s.logger().Warn("panic serving request", "remote_addr", c.remote, "err", v)
+				panics.Log(c.s.logger(), c.remote, v)
 			}
 		}
 	}()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/panics"
 	"golang.org/x/net/http2"
 )
 
@@ -207,7 +208,7 @@ func (s *stream) runHandler() (aborted bool) {
 		if v := recover(); v != nil {
 			aborted = true
 			if v != http.ErrAbortHandler {
-				s.c.s.logger().Warn("panic serving request", "remote_addr", s.c.remote, "err", v)
+				panics.Log(s.c.s.logger(), s.c.remote, v)
 			}
 		}
 	}()

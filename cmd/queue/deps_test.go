@@ -18,11 +18,11 @@ func TestDependencyDirection(t *testing.T) {
 		own      []string
 		external []string // import path prefixes
 	}{
-		"cmd/queue": {own: []string{"chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack"}, external: []string{""}},
+		"cmd/queue": {own: []string{"chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack", "internal/panics"}, external: []string{""}},
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
-		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack"}, external: []string{""}},
+		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack", "internal/panics"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
 		// path. It exports through otlp.
@@ -36,17 +36,19 @@ func TestDependencyDirection(t *testing.T) {
 		"cmd/image": {external: []string{"github.com/google/go-containerregistry/", "github.com/klauspost/compress", "github.com/opencontainers/", "golang.org/x/sync/errgroup"}},
 		// ingress serves the chain to clients: the HTTP/1.1 engine, with
 		// HTTP/2 handed to the HTTP/2 engine.
-		"ingress": {own: []string{"h1", "h2", "proxy", "headers", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"ingress": {own: []string{"h1", "h2", "proxy", "headers", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
 		// h1 is the HTTP/1.1 wire code and serving engine: standard
 		// library only, and the leaf that grows goroutine stacks.
-		"h1": {own: []string{"internal/gostack"}},
+		"h1": {own: []string{"internal/gostack", "internal/panics"}},
 		// h2 is the HTTP/2 serving engine, on x/net's Framer and HPACK; it
 		// shares the target, Date and peer handling of h1.
-		"h2":               {own: []string{"h1", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		"h2":               {own: []string{"h1", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
 		"internal/gostack": {},
+		// panics logs a handler's panic with its stack, for both engines.
+		"internal/panics": {},
 		// testnet is the tests' network helpers; only tests import it.
 		"internal/testnet": {},
-		"proxy":            {own: []string{"headers", "h1", "internal/gostack"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
+		"proxy":            {own: []string{"headers", "h1", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
 		"headers":          {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
 		"probe":            {external: []string{"golang.org/x/net/http/httpguts"}},
 		"stats":            {external: []string{"golang.org/x/net/http/httpguts"}},
