@@ -61,9 +61,10 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	state atomic.Int32  // stateIdle...; Shutdown reads it
-	watch atomic.Bool   // a handler runs and the socket is not read: the watcher peeks it
-	since atomic.Uint32 // Server.ticks when the request began
+	state     atomic.Int32  // stateIdle...; Shutdown reads it
+	watch     atomic.Bool   // a handler runs and the socket is not read: the watcher peeks it
+	peekRound uint32        // the watcher's round this connection was last peeked at in (maxPeeks); the watcher's alone
+	since     atomic.Uint32 // Server.ticks when the request began
 
 	rawRead    func(fd uintptr) bool // c.readRaw, bound once
 	stepFn     func(fd uintptr) bool // c.step, bound once

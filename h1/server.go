@@ -54,6 +54,7 @@ type Server struct {
 	watcher     *Busy // ticks (watch) while requests are in a handler; made by Serve
 	watcherOnce sync.Once
 	scratch     []*conn       // the watcher's snapshot, reused; guarded by the watcher's lock
+	round       uint32        // the watcher's round (maxPeeks); guarded by the watcher's lock
 	ticks       atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
 
@@ -264,11 +265,14 @@ func (s *Server) closeIdle() bool {
 // checked for a client that went away.
 const watchPeriod = 100 * time.Millisecond
 
-// maxPeeks bounds the connections one tick of the watcher peeks at. Past
-// it, the tick takes maxPeeks of them at random (Go's map order), so each
-// is still seen, later: a backlog of requests (a process held to its CPU
-// quota, a slow upstream) must not make the watcher's work grow with it,
-// or the backlog feeds itself.
+// maxPeeks bounds the connections one tick of the watcher peeks at: a
+// backlog of requests (a process held to its CPU quota, a slow upstream)
+// must not make the watcher's work grow with it, or the backlog feeds
+// itself. Past it, each is still seen, later: the ticks go round in
+// rounds, and a tick takes only connections not yet peeked at in the
+// current round (conn.peekRound). The order a tick finds them in is the
+// map's, which the Go spec leaves unspecified; the rounds do not depend
+// on it.
 const maxPeeks = 64
 
 // begin counts a request into a handler and end counts it out: the
@@ -289,11 +293,20 @@ func (s *Server) watch() {
 	s.mu.Lock()
 	s.scratch = s.scratch[:0]
 	for c := range s.conns {
-		if c.watch.Load() && now-c.since.Load() >= 2 {
+		if c.watch.Load() && now-c.since.Load() >= 2 && c.peekRound != s.round {
+			c.peekRound = s.round
 			s.scratch = append(s.scratch, c)
 			if len(s.scratch) == maxPeeks {
 				break
 			}
+		}
+	}
+	if len(s.scratch) < maxPeeks {
+		// Every connection due was peeked at this round: the next tick
+		// starts another. Round 0 is no round, so that a new connection
+		// (peekRound 0) is never taken for one already peeked at.
+		if s.round++; s.round == 0 {
+			s.round = 1
 		}
 	}
 	s.mu.Unlock()

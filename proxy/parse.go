@@ -65,13 +65,23 @@ func forbiddenTrailer(key string) bool { return headers.ForbiddenInTrailer(key) 
 // own. Strings from the wire package point into buffers that are reused
 // once their exchange ends (h1's doc.go); a consumer that keeps them
 // longer, such as an HPACK encoder's table, must get copies.
+//
+// The keys are collected first and each entry is deleted and stored anew
+// under its copied key: the Go spec does not say which key an assignment
+// to an existing entry keeps, and an entry made while ranging over a map
+// may or may not be produced by that range.
 func ownStrings(h http.Header) {
-	for k, vv := range h {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		vv := h[k]
 		own := make([]string, len(vv)) // vv may share the connection's scratch
 		for i, v := range vv {
 			own[i] = strings.Clone(v)
 		}
-		// Assigning to an existing key stores the new key string too.
+		delete(h, k)
 		h[strings.Clone(k)] = own
 	}
 }
