@@ -21,8 +21,10 @@
 // drain writes only probe answers, which are health responses and not
 // errors.
 //
-// net/http's own recovery is the outermost layer: a handler that panics (the
-// proxy aborting a response with http.ErrAbortHandler included) loses its
+// The serving engine's recovery is the outermost layer (h1's and h2's
+// runHandler, which log the panic with its stack through
+// internal/panics): a handler that panics (the proxy aborting a response
+// with http.ErrAbortHandler included, which is not logged) loses its
 // connection (HTTP/1.1) or stream (HTTP/2), and the layers' deferred work
 // (a limiter slot, the stats count) still runs.
 //

@@ -12,8 +12,9 @@
 // refused, so the drain has no error response of its own.
 //
 // It deliberately does not close listeners or wait for requests: cmd/queue
-// does that with net/http's Shutdown once WaitQuiet returns, and calls
-// [Drainer.Finish] at the end.
+// does that with the ingress server's Shutdown (ingress.Server, which
+// shuts down queue's HTTP/1.1 and HTTP/2 engines) once WaitQuiet returns,
+// and calls [Drainer.Finish] at the end.
 //
 // A Drainer is safe for concurrent use. Noting an arrival is one atomic add.
 package drain

@@ -16,8 +16,8 @@ import (
 // less than it asked for), the session can wait for the next bytes
 // without trying a read first: a client that sends its next request only
 // after its response costs one read per request, where a read-then-wait
-// engine pays a second one that finds nothing (EAGAIN, about 0.45 µs of
-// system time). nginx and HAProxy read only on readiness too.
+// engine pays a second one that finds nothing (EAGAIN, a system call
+// for nothing). nginx and HAProxy read only on readiness too.
 //
 // What a drained read cannot tell is that the client's FIN or reset came
 // with the bytes it returned: the end's readiness was taken with theirs,

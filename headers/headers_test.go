@@ -749,7 +749,7 @@ func TestZeroTrust(t *testing.T) {
 }
 
 // TestOutboundAllocs guards the 0 allocs/op budget of the header rewrite
-// (STYLE.md section 9) on the path the HTTP/1.1 client takes. It does not
+// (docs/architecture.md) on the path the HTTP/1.1 client takes. It does not
 // call t.Parallel: AllocsPerRun counts every allocation of the process.
 func TestOutboundAllocs(t *testing.T) {
 	tests := []struct {

@@ -16,8 +16,8 @@ import (
 // addresses, SO_ERROR). A raw call
 // also skips the runtime's system-call state, whose entry wakes its
 // monitor thread (sysmon) from the deep sleep of an idle process: a
-// futex wake-up and a run of 20 µs polls on another thread, which on an
-// idle pod was most of what a probe a second cost. ok is false when the
+// futex wake-up and a run of short polls on another thread, which on an
+// idle pod is most of what a probe a second costs. ok is false when the
 // fast path does not apply (a host name, an empty host, a connect still in
 // progress, any surprise): the caller then dials as usual.
 func connectNow(addr string) (ok bool, err error) {

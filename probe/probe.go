@@ -337,11 +337,10 @@ type Watcher struct {
 
 // FastInterval is the aggressive pace: ready is seen within this (plus one
 // connect) of the upstream accepting. A refused loopback connect is not
-// free: 4 µs and 4 allocations back to back by the raw fast path
-// (BenchmarkRefusedProbe; 20 to 30 µs and 22 allocations through the
-// dialer), and several times that when a timer spaces the probes, with the
-// thread wake-ups, so 500 a second would cost tens of milliseconds of CPU
-// each second. The pace is therefore kept for short windows only:
+// free, even by the raw fast path (BenchmarkRefusedProbe measures it and
+// the dialer's), and it costs more when a timer spaces the probes, with
+// the thread wake-ups: at this pace for good, the probes would be a
+// steady share of an idle sidecar's CPU. The pace is therefore kept for short windows only:
 // StartWindow after Run starts, and while a failure of a ready upstream is
 // confirmed. It is also the least time between two probes that demands
 // bring forward.
@@ -351,9 +350,9 @@ const FastInterval = 2 * time.Millisecond
 // upstream is not ready. Knative's queue-proxy polls a held probe every
 // 50 ms; queue polls every 100 ms, because this pace costs CPU for ever when
 // the upstream stays down and the kubelet probes once a second
-// (DemandWindow/HoldInterval probes a second): measured with
-// bench/sidecar.sh, a held poll costs some 400 µs of CPU with its thread
-// wake-ups, and 50 ms came to 204 ms of CPU per 30 s. The wait it adds to a
+// (DemandWindow/HoldInterval probes a second), each held poll with its
+// thread wake-ups: halving the pace halves that CPU (bench/sidecar.sh
+// measures it). The wait it adds to a
 // cold start is at most this, and none when probe requests come more
 // often, since each demand probes at once.
 const HoldInterval = 100 * time.Millisecond

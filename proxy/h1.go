@@ -28,8 +28,8 @@ const (
 	// read buffer (memory at 1000 connections, README), and a 64 KiB
 	// response takes two reads and one write to the client. (A first read
 	// of 64 KiB saves a read on a 16 KiB response, but splits a 64 KiB one,
-	// whose first read finds only part of it, into two writes: 10% more
-	// CPU a request.)
+	// whose first read finds only part of it, into two writes, which costs
+	// more CPU a request.)
 	readBufSize = 4 << 10
 	// directRead is the remaining body size from which the copy reads
 	// straight from the connection instead of through the read buffer.
@@ -148,8 +148,9 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		}
 		_, err := io.ReadFull(r.Body, body)
 		if err != nil {
-			// The deadline stays: net/http must not wait for the rest of
-			// a body that did not come in time before it closes.
+			// The deadline stays: the serving engine must not wait for
+			// the rest of a body that did not come in time before it
+			// closes.
 			return bodyError(err)
 		}
 		if !deadline.IsZero() {
@@ -208,9 +209,10 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		}
 		if err != nil {
 			c.unwatch(r)
-			// Read before bw.stop: net/http's HTTP/1 server cancels the
-			// request's context when a body read fails, and stop's
-			// interrupt is such a failure.
+			// Read before bw.stop: stop's interrupt fails the body's
+			// read, and a server may cancel the request's context when
+			// a body read fails (net/http's HTTP/1 server does), which
+			// would then read as a client gone.
 			gone := ctx.Err()
 			werr := bw.stop(c)
 			c.close()

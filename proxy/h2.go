@@ -167,8 +167,8 @@ var errNotReplayed = errors.New("the upstream failed a request that may not be s
 // attempt reaches the upstream. A refused request gets 502
 // (errNotReplayed). A stream reset with PROTOCOL_ERROR, which may come
 // after the upstream began the request, is not retried (Go 1.26's client
-// did retry it). The cost is three allocations a request without a body
-// (the two hooks and the context value), and after a second REFUSED_STREAM
+// did retry it). The cost is the allocations of the two hooks and the
+// context value on every request, and after a second REFUSED_STREAM
 // the client's one-second backoff before the attempt the trace refuses.
 type h2Call struct {
 	url     url.URL

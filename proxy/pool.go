@@ -71,9 +71,7 @@ func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idl
 // wake an idle sidecar reapPeriod later.
 //
 // One timer for the whole pool replaces a context.AfterFunc per request,
-// which costs about 600 ns and 5 allocations (measured with a
-// microbenchmark of AfterFunc+stop on a fresh WithCancel); a request pays
-// two atomic stores and two adds instead, and a lock where the count
+// which allocates on every request; a request pays two atomic stores and two adds instead, and a lock where the count
 // touches zero. The price is that an upstream learns of a departed client
 // up to reapPeriod (plus the serving engine's own watch period, h1.Server)
 // later.
@@ -191,7 +189,7 @@ func (c *h1Conn) interrupt() {
 // setDeadline sets the connection's read and write deadlines unless they
 // are set to t already: deadlines are rounded (Proxy.deadline), so
 // consecutive requests on a connection mostly share one and skip the
-// runtime timer update (about 160 ns). It never undoes an interrupt.
+// runtime timer update. It never undoes an interrupt.
 func (c *h1Conn) setDeadline(t time.Time) {
 	if t.Equal(c.rdl) && t.Equal(c.wdl) {
 		return

@@ -22,18 +22,21 @@ type bodyWriter struct {
 	err  error
 	over bool
 	// read is set once the writer has read the client's body to its end.
-	// From then on the client's connection is the server's again: net/http
-	// starts reading it for the next request as the body ends, and a read
-	// deadline set in the past then fails that read and cancels the
-	// connection's context, which every later request on it inherits.
+	// From then on the client's connection is the serving engine's again:
+	// queue's HTTP/1.1 engine watches it for the client going away (h1's
+	// watcher), and net/http's HTTP/1 server starts reading it for the
+	// next request, where a read deadline set in the past fails that read
+	// and cancels the connection's context, which every later request on
+	// it inherits. So no deadline is set on it after that.
 	read atomic.Bool
 }
 
 func startBody(w http.ResponseWriter, c *h1Conn, r *http.Request, deadline time.Time) *bodyWriter {
 	bw := &bodyWriter{done: make(chan error, 1), rc: http.NewResponseController(w)}
-	// net/http's HTTP/1 server would otherwise discard the unread body as
-	// soon as the response starts (see EnableFullDuplex). HTTP/2 is always
-	// full duplex and reports ErrNotSupported, which is fine.
+	// queue's engines always read a body while the response is written
+	// (their EnableFullDuplex does nothing); net/http's HTTP/1 server
+	// would otherwise discard the unread body as soon as the response
+	// starts. A server that reports ErrNotSupported is full duplex too.
 	bw.rc.EnableFullDuplex()
 	go func() {
 		if !deadline.IsZero() {

@@ -196,7 +196,7 @@ func isActivator(v []string) bool { return len(v) > 0 && v[0] == "activator" }
 // Handler counts each request that passes through it, from arrival to the
 // end of its response. Requests carrying K-Kubelet-Probe pass uncounted.
 // The histogram and OnDone need the status and size: a ResponseWriter that
-// counts them itself (Reporter, queue's HTTP/1.1 engine) is passed on as it
+// counts them itself (Reporter, queue's HTTP/1.1 and HTTP/2 engines) is passed on as it
 // is; any other is wrapped once (pooled, with Unwrap and Flush).
 func (s *Recorder) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -248,8 +248,10 @@ func (s *Recorder) end(status int, bytes int64, r *http.Request, start int64, pr
 }
 
 // responseWriter notes the status and body size for a ResponseWriter that
-// is not a Reporter (net/http's, HTTP/2). It is the request path's one
-// wrapper (STYLE section 2).
+// is not a Reporter: queue's engines' writers (h1's and h2's) are, so it
+// wraps only another server's, such as net/http's in a test. Wrapping
+// adds a layer every later one must Unwrap through, so the request path
+// keeps to at most one (docs/architecture.md).
 type responseWriter struct {
 	http.ResponseWriter
 	status int

@@ -51,8 +51,9 @@
 //     otel.SetTextMapPropagator, no otel.SetErrorHandler. Export failures are
 //     logged to Config.Logger by package otlp once per change of state, as a
 //     failing upstream is (docs/contract.md section 6).
-//   - It does not wrap the http.ResponseWriter (STYLE section 2 allows one
-//     wrapper on the hot path, and it belongs to whoever needs it most). The
+//   - It does not wrap the http.ResponseWriter (the request path keeps to
+//     one wrapper, docs/architecture.md, and it belongs to whoever needs it
+//     most). The
 //     span records http.response.status_code only when the ResponseWriter that
 //     Handler receives, or one it unwraps to, implements StatusReporter:
 //     queue's HTTP/1.1 engine's own writer does, as does stats' wrapper of

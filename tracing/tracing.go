@@ -199,8 +199,8 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 
 // StatusReporter is implemented by a ResponseWriter that remembers the
 // status code written through it; Status returns 0 before the header is
-// written. Handler does not wrap the ResponseWriter (STYLE section 2: one
-// wrapper on the hot path); when the writer it receives, or one it reaches
+// written. Handler does not wrap the ResponseWriter (the request path
+// keeps to one wrapper, docs/architecture.md); when the writer it receives, or one it reaches
 // through Unwrap() http.ResponseWriter, is a StatusReporter, the span
 // records http.response.status_code. Otherwise the span has no status code,
 // since net/http offers no other way to read it.

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestDependencyDirection enforces STYLE section 1: which of our packages
-// may import which. Every package must appear below.
+// TestDependencyDirection enforces the layers of docs/architecture.md:
+// which of our packages may import which. Every package must appear below.
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
@@ -74,7 +74,7 @@ func TestDependencyDirection(t *testing.T) {
 		}
 		rule, ok := allowed[name]
 		if !ok {
-			t.Errorf("package %s has no dependency rule: add it to STYLE.md and this test", name)
+			t.Errorf("package %s has no dependency rule: add it to docs/architecture.md and this test", name)
 			continue
 		}
 	deps:

@@ -281,7 +281,8 @@ func (l Labels) knative() string {
 // serves through its default registry), so that dashboards and alerts
 // built on them work unchanged. They are written here rather than by
 // client_golang because its registry, protobuf descriptors and procfs
-// added 2.9 MB to the binary and 2 MB to idle RSS for some forty numbers.
+// would add megabytes to the binary and to idle RSS for some forty
+// numbers.
 // runtime.ReadMemStats stops the world for microseconds: once per scrape.
 func appendRuntimeMetrics(b []byte) []byte {
 	var ms runtime.MemStats

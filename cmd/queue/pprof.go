@@ -16,8 +16,8 @@ import (
 // --pprof-listen, on a port of their own (Knative's :8008). They are written on
 // runtime/pprof and runtime/trace directly: net/http/pprof, the usual choice,
 // links html/template (for its index page) and internal/profile (for delta
-// profiles) into every build of queue, profiling on or off, and costs each
-// idle sidecar 0.6 MB of resident memory. The paths and parameters are
+// profiles) into every build of queue, profiling on or off, and adds to
+// each idle sidecar's resident memory. The paths and parameters are
 // net/http/pprof's, so `go tool pprof http://ADMIN/debug/pprof/heap` and
 // the other usual commands work unchanged; what is left out is the HTML
 // index (a plain-text one stands in), the legacy /symbol endpoint (Go

@@ -15,11 +15,9 @@ import (
 // but never below 2: under Kubernetes' "cpu: 100m" on a node of two CPUs or
 // more, queue would run with 2. With two Ps, a goroutine made runnable while
 // the other P idles wakes a second thread to look for work (a futex wake-up
-// and a spin per request), all of it billed to the same 100m. Measured held
-// to 100m and free to run on two CPUs, under an open-loop load of GET 1 KiB
-// (vegeta, as bench/sidecar.sh runs it): at 1000 requests a second, 87 µs of CPU per request and a p99
-// of 15.9 ms (19 throttled periods in 10 s) with 2, against 64 µs and
-// 0.54 ms (none throttled) with 1; at 250 a second, 128 against 104 µs.
+// and a spin per request), all of it billed to the same 100m: held to 100m
+// under an open-loop load (bench/sidecar.sh), one P costs less CPU a
+// request than two, and is throttled less, so its tail latency is lower.
 //
 // Setting it also ends the runtime's once-a-second re-read of the limit,
 // one wake-up a second at rest; a pod resized in place keeps the value it

@@ -10,15 +10,15 @@ import (
 
 // Start-up pages.
 //
-// An idle queue's resident memory is mostly its own binary: at rest, 1.3 MiB
-// of the 10 MiB are anonymous (heap, stacks), the rest are pages of the
+// An idle queue's resident memory is mostly its own binary: at rest, a
+// small part is anonymous (heap, stacks), the rest are pages of the
 // executable's code and read-only data. Package initialisation, flag and
 // environment parsing, certificate loading and the first log line run code
 // spread over the whole text, and the GC's stack maps and the runtime's
 // function table are read from all over the read-only data; on every such
 // page fault the kernel maps the 64 KiB around it as well (fault-around), so
-// that start-up leaves 86% of the 11 MB binary mapped for the life of the
-// pod, most of it code that never runs again.
+// that start-up leaves most of the binary mapped for the life of the pod,
+// most of it code that never runs again.
 //
 // Once it serves, queue unmaps its read-only segments (madvise
 // MADV_DONTNEED), as a kernel frees its init sections after boot: the pages

@@ -6,7 +6,7 @@
 // connection goroutine serving a proxied request, or the readiness
 // watcher dialling the upstream, reaches 8 KiB, in two copies made deep in
 // the call chain. That costs every new connection CPU, and it reads the
-// function table from all over: after start-up it alone mapped 1-2 MiB of
+// function table from all over: after start-up it alone mapped much of
 // the binary back in (cmd/queue's releaseStartupPages).
 package gostack
 
