@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+
+	"github.com/queue-dev/queue/internal/httpsem"
 )
 
 // body reads a request body from its connection: Content-Length bytes, or
@@ -239,7 +241,7 @@ func (b *body) addTrailer(line []byte) error {
 		return fmt.Errorf("%w: trailer line", errChunk)
 	}
 	for _, ch := range line[:colon] {
-		if !isTchar(ch) {
+		if !httpsem.IsTchar(ch) {
 			return fmt.Errorf("%w: trailer name", errChunk)
 		}
 	}

@@ -3,6 +3,8 @@ package h1
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/queue-dev/queue/internal/httpsem"
 )
 
 // ChunkDecoder decodes the chunked transfer coding (RFC 9112 section 7.1)
@@ -275,7 +277,7 @@ func validChunkExt(b []byte) bool {
 		}
 		i = skipBWS(b, i+1)
 		j := i
-		for i < len(b) && isTchar(b[i]) {
+		for i < len(b) && httpsem.IsTchar(b[i]) {
 			i++
 		}
 		if i == j {
@@ -290,7 +292,7 @@ func validChunkExt(b []byte) bool {
 				continue
 			}
 			j = i
-			for i < len(b) && isTchar(b[i]) {
+			for i < len(b) && httpsem.IsTchar(b[i]) {
 				i++
 			}
 			if i == j {

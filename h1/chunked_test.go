@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // decodeAll runs a ChunkDecoder as a caller does: src arrives in pieces of
@@ -280,7 +282,7 @@ func (e *endless) SetReadDeadline(time.Time) error { return nil }
 // buffer refills and the Read calls, per chunk. It allocates nothing.
 func BenchmarkChunkedBody(b *testing.B) {
 	c := &conn{s: &Server{}, nc: &endless{src: chunkBody(1 << 10)}}
-	c.rbuf = getBuf(readSize)
+	c.rbuf = pool.Get(readSize)
 	c.body.c = c
 	c.body.reset(&Head{Framing: Chunked})
 	p := make([]byte, 32<<10)

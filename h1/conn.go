@@ -14,8 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/queue-dev/queue/internal/clock"
 	"github.com/queue-dev/queue/internal/gostack"
+	"github.com/queue-dev/queue/internal/httpsem"
+	"github.com/queue-dev/queue/internal/netio"
 	"github.com/queue-dev/queue/internal/panics"
+	"github.com/queue-dev/queue/internal/peer"
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // Connection states, for Shutdown: only an idle connection may be closed
@@ -89,7 +94,7 @@ type reqState struct {
 	q    request
 	body body
 	res  response
-	vw   VecWriter // writes to tcp, when set
+	vw   netio.VecWriter // writes to tcp, when set
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -141,7 +146,7 @@ func (c *conn) closeConn() {
 }
 
 func (c *conn) releaseRead() {
-	putBuf(c.rbuf)
+	pool.Put(c.rbuf)
 	c.rbuf, c.r, c.w = nil, 0, 0
 }
 
@@ -216,8 +221,8 @@ func (c *conn) lingerClose() {
 		return
 	}
 	tc.SetReadDeadline(time.Now().Add(lingerTime))
-	buf := getBuf(bufSize)
-	defer putBuf(buf)
+	buf := pool.Get(bufSize)
+	defer pool.Put(buf)
 	for {
 		if _, err := tc.Read(*buf); err != nil {
 			return
@@ -299,6 +304,13 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// NetConn returns the connection a replayed connection reads after its
+// replayed bytes: a *tls.Conn for a TLS connection.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// Pending reports the replayed bytes not read yet.
+func (c *replayConn) Pending() int { return len(c.buf) }
+
 // setReadDeadline sets the read deadline unless it is in force already.
 func (c *conn) setReadDeadline(t time.Time) {
 	if !t.Equal(c.rdl) {
@@ -307,19 +319,8 @@ func (c *conn) setReadDeadline(t time.Time) {
 	}
 }
 
-// deadlineIn is Deadline(time.Now(), d).
-func deadlineIn(d time.Duration) time.Time { return Deadline(time.Now(), d) }
-
-// Deadline returns now+d rounded up to a 16th of d (at least a millisecond,
-// at most a second), so that consecutive requests share a deadline and a
-// connection skips the timer update that setting a new one costs. The
-// arithmetic is on Unix nanoseconds: Time.Add and Time.Truncate cost three
-// times as much, and a deadline needs no monotonic reading.
-func Deadline(now time.Time, d time.Duration) time.Time {
-	g := int64(min(max(d/16, time.Millisecond), time.Second))
-	n := now.UnixNano() + int64(d) + g
-	return time.Unix(0, n-n%g)
-}
+// deadlineIn is clock.Deadline(time.Now(), d).
+func deadlineIn(d time.Duration) time.Time { return clock.Deadline(time.Now(), d) }
 
 // readHead reads until the buffer holds a whole request head and returns
 // its length. The first bytes of a connection decide: the HTTP/2 preface
@@ -410,20 +411,14 @@ func (c *conn) headStep(first bool) (int, error) {
 // (readSize). A head that goes on coming grows it again (grow).
 func (c *conn) shrink() {
 	m := c.w - c.r
-	size := 0
-	for _, cl := range classes {
-		if m < cl {
-			size = cl
-			break
-		}
-	}
+	size := pool.Size(m + 1)
 	if size == 0 || len(*c.rbuf) <= size {
 		return
 	}
-	nb := getBuf(size)
+	nb := pool.Get(size)
 	c.w = copy(*nb, (*c.rbuf)[c.r:c.w])
 	c.r = 0
-	putBuf(c.rbuf)
+	pool.Put(c.rbuf)
 	c.rbuf = nb
 }
 
@@ -442,7 +437,7 @@ func startsRequest(b []byte) bool {
 		return true // an empty line's LF may follow
 	}
 	i := 0
-	for i < len(b) && isTchar(b[i]) {
+	for i < len(b) && httpsem.IsTchar(b[i]) {
 		i++
 	}
 	if i > maxMethod {
@@ -506,11 +501,11 @@ const versionPattern = "HTTP/D.D\r\n"
 
 // grow moves the buffered bytes into a larger buffer, up to max.
 func (c *conn) grow(max int) {
-	nb := getBuf(min(2*len(*c.rbuf), max+1))
+	nb := pool.Get(min(2*len(*c.rbuf), max+1))
 	copy(*nb, (*c.rbuf)[c.r:c.w])
 	c.w -= c.r
 	c.r = 0
-	putBuf(c.rbuf)
+	pool.Put(c.rbuf)
 	c.rbuf = nb
 }
 
@@ -529,7 +524,7 @@ func (c *conn) fill() error {
 		return c.rerr
 	}
 	if c.rbuf == nil {
-		c.rbuf = getBuf(bufSize)
+		c.rbuf = pool.Get(bufSize)
 	}
 	n, err := c.nc.Read((*c.rbuf)[c.w:])
 	c.w += n
@@ -558,9 +553,9 @@ func (c *conn) compact() {
 // the result in rn and rerr.
 func (c *conn) readRaw(fd uintptr) bool {
 	if c.rbuf == nil {
-		c.rbuf = getBuf(readSize)
+		c.rbuf = pool.Get(readSize)
 	}
-	n, again, err := ReadFD(fd, (*c.rbuf)[c.w:])
+	n, again, err := netio.ReadFD(fd, (*c.rbuf)[c.w:])
 	if again {
 		if c.r == c.w {
 			c.releaseRead()
@@ -572,7 +567,7 @@ func (c *conn) readRaw(fd uintptr) bool {
 }
 
 // peerGone reports whether the client closed or reset its connection
-// (rawio.go's peerGone).
+// (netio.PeerGone).
 func (c *conn) peerGone() bool {
 	if c.raw == nil {
 		return false
@@ -585,9 +580,9 @@ func (c *conn) peerGone() bool {
 }
 
 // peek is peerGone's Control callback, bound once (peekFn).
-func (c *conn) peek(fd uintptr) { c.gone = peerGone(fd, &c.peekBuf) }
+func (c *conn) peek(fd uintptr) { c.gone = netio.PeerGone(fd, &c.peekBuf) }
 
-// write writes b to the client: a raw write on plain TCP (rawio.go).
+// write writes b to the client: a raw write on plain TCP (internal/netio).
 func (c *conn) write(b []byte) error {
 	if c.tcp != nil {
 		_, err := c.vw.Write(b)
@@ -618,7 +613,7 @@ func (c *conn) readDirect(p []byte) (int, error) {
 
 // readDirectRaw is readDirect's raw read callback.
 func (c *conn) readDirectRaw(fd uintptr) bool {
-	n, again, err := ReadFD(fd, c.dp)
+	n, again, err := netio.ReadFD(fd, c.dp)
 	if again {
 		return false
 	}
@@ -641,8 +636,8 @@ func (c *conn) init() {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
-		// Parsed once for the connection's life: see Peer.
-		c.ctx = context.WithValue(c.ctx, peerKey{}, ap)
+		// Parsed once for the connection's life: see peer.From.
+		c.ctx = peer.With(c.ctx, ap)
 	}
 	c.req = (&http.Request{}).WithContext(c.ctx)
 	c.req.Header = http.Header{}
@@ -668,7 +663,7 @@ func (c *conn) begin(n int) bool {
 	if c.req == nil {
 		c.init()
 	}
-	c.head = getBuf(n)
+	c.head = pool.Get(n)
 	head := (*c.head)[:n]
 	copy(head, (*c.rbuf)[c.r:c.r+n])
 	c.r += n
@@ -680,7 +675,7 @@ func (c *conn) begin(n int) bool {
 	r.Trailer = nil
 	r.Host = ""
 	if e := c.q.parse(head, c.s.Limits); e != nil {
-		putBuf(c.head)
+		pool.Put(c.head)
 		c.head = nil
 		if e.Status != 0 {
 			c.writeError(e.Status)
@@ -713,7 +708,7 @@ func (c *conn) begin(n int) bool {
 // request.
 func (c *conn) run() bool {
 	defer func() {
-		putBuf(c.head)
+		pool.Put(c.head)
 		c.head = nil
 		c.res.release() // after an abort or a hijack, finish did not run
 	}()
@@ -771,8 +766,8 @@ func (c *conn) writeError(code int) {
 		c.s.glitches.Add(1)
 	}
 	text := http.StatusText(code)
-	b := getBuf(256)
-	defer putBuf(b)
+	b := pool.Get(256)
+	defer pool.Put(b)
 	out := append((*b)[:0], "HTTP/1.1 "...)
 	out = appendStatus(out, code)
 	out = append(out, "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "...)
@@ -781,15 +776,4 @@ func (c *conn) writeError(code int) {
 	out = append(out, text...)
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.nc.Write(out)
-}
-
-// peerKey is the context key of a connection's parsed remote address.
-type peerKey struct{}
-
-// Peer returns the client address of a request this package served,
-// parsed once per connection, so that the proxy need not parse
-// r.RemoteAddr for every request. ok is false for other requests.
-func Peer(r *http.Request) (ap netip.AddrPort, ok bool) {
-	ap, ok = r.Context().Value(peerKey{}).(netip.AddrPort)
-	return ap, ok
 }

@@ -18,10 +18,11 @@
 // after the header timeout.
 //
 // On plain TCP, the request path's reads and writes are raw system calls in
-// syscall.RawConn callbacks ([ReadFD], [VecWriter]): a call through the
-// syscall package would wake the runtime's monitor thread whenever the
-// process had been idle, one extra wake-up per request at low rates
-// (rawio.go). The proxy's upstream connections use the same two.
+// syscall.RawConn callbacks (internal/netio's ReadFD and VecWriter): a
+// call through the syscall package would wake the runtime's monitor thread
+// whenever the process had been idle, one extra wake-up per request at low
+// rates. The HTTP/2 engine and the proxy's upstream connections use the
+// same two.
 //
 // On plain TCP a connection is also served in read sessions (session.go):
 // the raw read that waits for a request stays open while a request without
@@ -48,10 +49,11 @@
 //
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher per server, a timer armed only while requests
-// are in flight (Busy), which every 100 ms peeks at the connections whose
-// request has been in a handler for 100 ms or more, at most 64 a tick
-// (chosen at random past that, so that a backlog does not grow the
-// watcher's work): end of file cancels the request's context.
+// are in flight (internal/clock's Busy), which every tick (watchPeriod)
+// peeks at the connections whose request has been in a handler for a whole
+// tick or more, at most maxPeeks a tick (in rounds past that, so that a
+// backlog does not grow the watcher's work and each is still seen): end of
+// file cancels the request's context.
 //
 // # Buffers and who owns them
 //

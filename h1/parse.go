@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"unsafe"
+
+	"github.com/queue-dev/queue/internal/httpsem"
 )
 
 // Limits bound what a peer may send in one message head. The zero value of
@@ -192,7 +194,7 @@ func (q *request) parse(b []byte, lim Limits) *Error {
 	}
 	method := line[:sp1]
 	for _, c := range method {
-		if !isTchar(c) {
+		if !httpsem.IsTchar(c) {
 			return errMethod
 		}
 	}
@@ -473,48 +475,10 @@ func (q *request) setURL(target string) *Error {
 		q.r.URL = pu
 		return nil
 	}
-	return setOrigin(u, target)
-}
-
-// setOrigin fills u from an origin-form target, without allocating unless
-// the path has percent-escapes.
-func setOrigin(u *url.URL, target string) *Error {
-	path := target
-	if i := strings.IndexByte(target, '?'); i >= 0 {
-		path, u.RawQuery = target[:i], target[i+1:]
-		u.ForceQuery = u.RawQuery == "" // as net/url: "/a?" stays "/a?" upstream
-	}
-	if strings.IndexByte(path, '%') < 0 {
-		u.Path = path
-		if !plainPath(path) {
-			// As net/url does: without RawPath, EscapedPath (and so what
-			// is sent upstream) would escape what the client sent as is
-			// ("/!" as "/%21").
-			u.RawPath = path
-		}
-		return nil
-	}
-	p, err := url.PathUnescape(path)
-	if err != nil {
+	if !httpsem.SetOrigin(u, target) {
 		return errTarget
 	}
-	u.Path, u.RawPath = p, path
 	return nil
-}
-
-// plainPath reports whether net/url escapes none of path's bytes: ALPHA,
-// DIGIT, "-._~" and "$&+,/:;=@".
-func plainPath(path string) bool {
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-._~$&+,/:;=@", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // cutLine splits b at the first CRLF. A bare LF, or a CR not followed by
@@ -554,11 +518,6 @@ func trimOWS(b []byte) []byte {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// isTchar reports a token character (RFC 9110 section 5.6.2).
-func isTchar(c byte) bool { return c < 0x80 && tchar[c] }
-
-var tchar = asciiTable("!#$%&'*+-.^_`|~")
-
 // asciiTable is a lookup table of the ASCII letters and digits and extra.
 func asciiTable(extra string) (t [128]bool) {
 	for c := '0'; c <= '9'; c++ {
@@ -580,7 +539,7 @@ func asciiTable(extra string) (t [128]bool) {
 func canonicalToken(b []byte) int {
 	upper := true
 	for i, c := range b {
-		if !isTchar(c) {
+		if !httpsem.IsTchar(c) {
 			return i
 		}
 		if upper {
@@ -631,7 +590,7 @@ func validBytes(v []byte) bool {
 func parseContentLength(s string) (int64, bool) {
 	// Nearly every value is plain digits: read them with no list
 	// splitting or trimming.
-	if n, ok := parseDigits(s); ok {
+	if n, ok := httpsem.ParseDigits(s); ok {
 		return n, true
 	}
 	n := int64(-1)
@@ -639,7 +598,7 @@ func parseContentLength(s string) (int64, bool) {
 		var f string
 		var more bool // a comma follows: so must another value ("5," is refused)
 		f, s, more = strings.Cut(s, ",")
-		m, ok := parseDigits(strings.Trim(f, " \t"))
+		m, ok := httpsem.ParseDigits(strings.Trim(f, " \t"))
 		if !ok || n >= 0 && m != n {
 			return 0, false
 		}
@@ -648,21 +607,6 @@ func parseContentLength(s string) (int64, bool) {
 			return n, true
 		}
 	}
-}
-
-// parseDigits reads 1 to 18 decimal digits.
-func parseDigits(f string) (int64, bool) {
-	if f == "" || len(f) > 18 {
-		return 0, false
-	}
-	var m int64
-	for i := 0; i < len(f); i++ {
-		if !isDigit(f[i]) {
-			return 0, false
-		}
-		m = m*10 + int64(f[i]-'0')
-	}
-	return m, true
 }
 
 // validHost checks a Host value: uri-host [ ":" port ] (RFC 9110 section

@@ -265,11 +265,3 @@ func HeadEnd(b []byte) int { return headEnd(b) }
 // ParseContentLength parses a Content-Length value: 1*DIGIT, or a list of
 // equal such values (RFC 9110 section 8.6), up to 18 digits.
 func ParseContentLength(v string) (int64, bool) { return parseContentLength(v) }
-
-// GetBuffer returns a pooled buffer of at least n bytes (at most 64 KiB
-// are pooled); PutBuffer gives it back. The client side of the proxy and
-// the engine share the pools.
-func GetBuffer(n int) *[]byte { return getBuf(n) }
-
-// PutBuffer gives back a buffer from GetBuffer.
-func PutBuffer(b *[]byte) { putBuf(b) }

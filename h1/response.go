@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/queue-dev/queue/internal/httpsem"
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // response is the http.ResponseWriter of a connection, reused for each of
@@ -80,8 +82,8 @@ func (w *response) reset(r *http.Request, h *Head) {
 // the handler has returned. A second call may return the same storage.
 func (w *response) KeepBuffer(n int) []byte {
 	if w.keep == nil || cap(*w.keep) < n {
-		putBuf(w.keep)
-		w.keep = getBuf(n)
+		pool.Put(w.keep)
+		w.keep = pool.Get(n)
 	}
 	return (*w.keep)[:n]
 }
@@ -130,10 +132,10 @@ func (w *response) KeepValues() *[]string { return &w.vals }
 // release gives back what the response holds.
 func (w *response) release() {
 	if w.wbuf != nil {
-		putBuf(w.wbuf)
+		pool.Put(w.wbuf)
 		w.wbuf = nil
 	}
-	putBuf(w.keep)
+	pool.Put(w.keep)
 	w.keep = nil
 }
 
@@ -176,7 +178,7 @@ func (w *response) WriteHeader(code int) {
 	if cl >= 0 && (!w.noBody || code == http.StatusNotModified) {
 		w.cl = cl
 	}
-	w.trailers = AppendTrailerKeys(w.trailers, w.hdr)
+	w.trailers = httpsem.AppendTrailerKeys(w.trailers, w.hdr)
 	if v := w.hdr["Connection"]; len(v) > 0 {
 		for _, t := range v {
 			if c, _ := connectionTokens(t); c {
@@ -190,7 +192,7 @@ func (w *response) writeInformational(code int) {
 	if w.headSent {
 		return
 	}
-	hb := getBuf(1 << 10)
+	hb := pool.Get(1 << 10)
 	b := append((*hb)[:0], "HTTP/1.1 "...)
 	b = appendStatus(b, code)
 	b = append(b, "\r\n"...)
@@ -198,7 +200,7 @@ func (w *response) writeInformational(code int) {
 	b = append(b, "\r\n"...)
 	*hb = b
 	err := w.c.write(b)
-	putBuf(hb)
+	pool.Put(hb)
 	w.fail(err)
 }
 
@@ -238,7 +240,7 @@ func (w *response) Write(p []byte) (int, error) {
 		// copy. The response is complete; nothing the handler could still
 		// do would change it.
 		if w.wbuf == nil {
-			w.wbuf = getBuf(bufSize)
+			w.wbuf = pool.Get(bufSize)
 		}
 		w.n += copy((*w.wbuf)[w.n:], p)
 	} else if err := w.send(p, false); err != nil {
@@ -375,7 +377,7 @@ func (w *response) buildHead() []byte {
 	}
 	if _, ok := w.hdr["Date"]; !ok && !w.linesDate {
 		b = append(b, "Date: "...)
-		b = appendDate(b)
+		b = httpsem.AppendDate(b)
 		b = append(b, "\r\n"...)
 	}
 	return append(b, "\r\n"...)
@@ -395,7 +397,7 @@ func (w *response) headBuf() []byte {
 		return w.lines[n:n:cap(w.lines)]
 	}
 	if w.hb == nil {
-		w.hb = getBuf(len(w.lines) + 1<<10)
+		w.hb = pool.Get(len(w.lines) + 1<<10)
 	}
 	return (*w.hb)[:0]
 }
@@ -403,7 +405,7 @@ func (w *response) headBuf() []byte {
 // putHead gives back the head buffer (one grown past its class is
 // dropped).
 func (w *response) putHead() {
-	putBuf(w.hb)
+	pool.Put(w.hb)
 	w.hb = nil
 }
 
@@ -547,7 +549,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		br.Peek(len(left)) // the buffered bytes show in br.Buffered()
 	}
 	if w.wbuf != nil {
-		putBuf(w.wbuf)
+		pool.Put(w.wbuf)
 		w.wbuf = nil
 	}
 	// The head's deadline (header or idle timeout) is not the handler's:
@@ -571,21 +573,12 @@ func appendStatus(b []byte, code int) []byte {
 
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
-// The Date field (RFC 9110 section 6.6.1) is formatted once a second.
-type dateCache struct {
-	sec int64
-	b   []byte
-}
-
-var date atomic.Pointer[dateCache]
-
-func appendDate(b []byte) []byte {
-	now := time.Now()
-	sec := now.Unix()
-	d := date.Load()
-	if d == nil || d.sec != sec {
-		d = &dateCache{sec: sec, b: now.UTC().AppendFormat(nil, http.TimeFormat)}
-		date.Store(d)
-	}
-	return append(b, d.b...)
-}
+// Refuser is implemented by the response writers of queue's engines, this
+// package's and package h2's. A handler that answers a request with a 4xx
+// of queue's own making, which the upstream never sees, calls Refuse
+// before it writes the response: the connection counts the request against
+// its glitch budget (MaxGlitches here, h2.MaxGlitches on HTTP/2), so that a
+// client whose requests queue refuses again and again loses its
+// connection. A handler finds it through the wrappers of the layers in
+// front of it (Unwrap).
+type Refuser interface{ Refuse() }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/queue-dev/queue/internal/clock"
 )
 
 // Server serves HTTP/1.1 on the connections it accepts, with one goroutine
@@ -51,24 +53,12 @@ type Server struct {
 	glitches     atomic.Uint64 // requests refused by queue itself (Glitches)
 	glitchCloses atomic.Uint64 // connections closed past MaxGlitches
 
-	watcher     *Busy // ticks (watch) while requests are in a handler; made by Serve
+	watcher     *clock.Busy // ticks (watch) while requests are in a handler; made by Serve
 	watcherOnce sync.Once
 	scratch     []*conn       // the watcher's snapshot, reused; guarded by the watcher's lock
 	round       uint32        // the watcher's round (maxPeeks); guarded by the watcher's lock
 	ticks       atomic.Uint32 // the watcher's ticks, counted: a request's age
 }
-
-// The defaults of a Server's timeouts. Queue's HTTP/2 engine (package h2)
-// and its client-facing server (package ingress) take them too.
-const (
-	// DefaultReadHeaderTimeout cuts a client that sends its request head
-	// slowly (slowloris).
-	DefaultReadHeaderTimeout = 10 * time.Second
-	// DefaultIdleTimeout closes connections idle this long. It is above the
-	// 90 s that Go's and Envoy's clients keep idle connections, so that the
-	// client, not queue, closes first and no request races a close.
-	DefaultIdleTimeout = 120 * time.Second
-)
 
 // MaxGlitches is an HTTP/1.1 connection's budget of glitches: requests
 // that queue answers itself with a 4xx, which the upstream never sees (a
@@ -97,14 +87,14 @@ func (s *Server) headerTimeout() time.Duration {
 	if s.ReadHeaderTimeout > 0 {
 		return s.ReadHeaderTimeout
 	}
-	return DefaultReadHeaderTimeout
+	return clock.DefaultReadHeaderTimeout
 }
 
 func (s *Server) idleTimeout() time.Duration {
 	if s.IdleTimeout > 0 {
 		return s.IdleTimeout
 	}
-	return DefaultIdleTimeout
+	return clock.DefaultIdleTimeout
 }
 
 func (s *Server) logger() *slog.Logger {
@@ -125,7 +115,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
 func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serve(ln, cfg) }
 
 func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
-	s.watcherOnce.Do(func() { s.watcher = NewBusy(watchPeriod, s.watch) })
+	s.watcherOnce.Do(func() { s.watcher = clock.NewBusy(watchPeriod, s.watch) })
 	if !s.track(ln, true) {
 		ln.Close()
 		return ErrServerClosed
@@ -276,7 +266,7 @@ const watchPeriod = 100 * time.Millisecond
 const maxPeeks = 64
 
 // begin counts a request into a handler and end counts it out: the
-// watcher ticks while any is in one (Busy), and an idle server has no
+// watcher ticks while any is in one (clock.Busy), and an idle server has no
 // timer.
 func (s *Server) begin() { s.watcher.Begin() }
 

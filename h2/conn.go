@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/netio"
+	"github.com/queue-dev/queue/internal/peer"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -19,7 +20,8 @@ const (
 	// clientPreface opens every HTTP/2 connection (RFC 9113 section 3.4).
 	clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 	// readBufSize is the connection's read buffer: a frame of the largest
-	// size queue accepts, with its header, in one read.
+	// size queue accepts, with its header, in one read. It is a class of
+	// internal/pool's (pool.Frame), checked below.
 	readBufSize = MaxFrameSize + 9
 	// queueHigh is how much response data may wait to be written before a
 	// handler's Write waits for the writer.
@@ -57,7 +59,7 @@ type conn struct {
 	rd     connReader
 	fr     *http2.Framer // reads
 	dec    *hpack.Decoder
-	base   context.Context // carries the peer (h1.Peer)
+	base   context.Context // carries the peer (peer.From)
 	remote string
 	tls    *tls.ConnectionState
 
@@ -105,7 +107,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.base = context.Background()
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
-		c.base = h1.WithPeer(c.base, ap)
+		c.base = peer.With(c.base, ap)
 	}
 	tc, tcp := underlying(nc)
 	if tc != nil {
@@ -132,8 +134,8 @@ func (c *conn) serve(opts *ConnOptions) {
 	}()
 	if c.rd.raw != nil {
 		// Frames go out in raw writes too: no syscall package on the way,
-		// which would wake the runtime's monitor thread (h1/rawio.go).
-		c.w.vw = new(h1.VecWriter)
+		// which would wake the runtime's monitor thread (internal/netio).
+		c.w.vw = new(netio.VecWriter)
 		c.w.vw.Reset(c.rd.raw)
 	}
 	c.fr = http2.NewFramer(nil, &c.rd)

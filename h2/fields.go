@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -184,7 +184,7 @@ func (c *conn) endBlock() error {
 	}
 	declared := int64(-1)
 	if b.cl != "" {
-		n, ok := h1.ParseDigits(b.cl)
+		n, ok := httpsem.ParseDigits(b.cl)
 		if !ok || (c.curEnd && n != 0) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
 			return c.glitchLocked(GlitchRefused)
@@ -373,7 +373,7 @@ func validName(name string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; !h1.IsTchar(c) || 'A' <= c && c <= 'Z' {
+		if c := name[i]; !httpsem.IsTchar(c) || 'A' <= c && c <= 'Z' {
 			return false
 		}
 	}

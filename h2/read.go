@@ -3,11 +3,11 @@ package h2
 import (
 	"crypto/tls"
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/netio"
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // connReader is what the connection's Framer reads: the connection
@@ -28,9 +28,12 @@ type connReader struct {
 	fill func(fd uintptr) bool // readRaw, made once
 }
 
-// readers are the read buffers of plain TCP connections that have bytes
-// to read.
-var readers = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+// The read buffers come from internal/pool, whose pool.Frame class is
+// readBufSize: these fail to compile when the two differ.
+var (
+	_ [pool.Frame - readBufSize]struct{}
+	_ [readBufSize - pool.Frame]struct{}
+)
 
 // init makes r read nc; tcp is its socket on plain TCP, else nil.
 func (r *connReader) init(nc net.Conn, tcp *net.TCPConn) {
@@ -78,7 +81,7 @@ func (r *connReader) more() error {
 	r.r, r.w = 0, 0
 	if r.raw == nil || (r.pend != nil && r.pend.Pending() > 0) {
 		if r.buf == nil {
-			r.buf = readers.Get().(*[]byte)
+			r.buf = pool.Get(readBufSize)
 		}
 		n, err := r.nc.Read(*r.buf)
 		r.w = n
@@ -104,9 +107,9 @@ func (r *connReader) more() error {
 // the read, and gives it back if there was nothing to read.
 func (r *connReader) readRaw(fd uintptr) bool {
 	if r.buf == nil {
-		r.buf = readers.Get().(*[]byte)
+		r.buf = pool.Get(readBufSize)
 	}
-	n, again, err := h1.ReadFD(fd, *r.buf)
+	n, again, err := netio.ReadFD(fd, *r.buf)
 	if again {
 		r.release()
 		return false
@@ -149,12 +152,12 @@ func (r *connReader) session(step func() bool, idle func(), refused func(hdr []b
 				}
 			}
 			if r.buf == nil {
-				r.buf = readers.Get().(*[]byte)
+				r.buf = pool.Get(readBufSize)
 			} else if r.r > 0 {
 				r.w = copy(*r.buf, (*r.buf)[r.r:r.w])
 				r.r = 0
 			}
-			n, again, err := h1.ReadFD(fd, (*r.buf)[r.w:])
+			n, again, err := netio.ReadFD(fd, (*r.buf)[r.w:])
 			if again {
 				r.wait(idle)
 				return false
@@ -249,7 +252,7 @@ func (r *connReader) linger(nc net.Conn, until time.Time) {
 	}
 	nc.SetReadDeadline(until)
 	if r.buf == nil {
-		r.buf = readers.Get().(*[]byte)
+		r.buf = pool.Get(readBufSize)
 	}
 	for {
 		if _, err := nc.Read(*r.buf); err != nil {
@@ -265,7 +268,7 @@ func (r *connReader) buffered() int { return r.w - r.r }
 // release gives the buffer back when it holds nothing, on plain TCP.
 func (r *connReader) release() {
 	if r.buf != nil && r.r == r.w && r.raw != nil {
-		readers.Put(r.buf)
+		pool.Put(r.buf)
 		r.buf = nil
 	}
 }
@@ -273,7 +276,7 @@ func (r *connReader) release() {
 // drop gives the buffer back when the connection has ended.
 func (r *connReader) drop() {
 	if r.buf != nil {
-		readers.Put(r.buf)
+		pool.Put(r.buf)
 		r.buf = nil
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 )
 
@@ -159,7 +159,7 @@ func (w *response) Write(p []byte) (int, error) {
 // contentLength is the response's declared length, or -1.
 func (w *response) contentLength() int64 {
 	if v, ok := w.hdr["Content-Length"]; ok && len(v) == 1 {
-		if n, ok := h1.ParseDigits(v[0]); ok {
+		if n, ok := httpsem.ParseDigits(v[0]); ok {
 			return n
 		}
 		return -1
@@ -264,7 +264,7 @@ func (w *response) writeHead(status int, end, final bool) {
 	}
 	if final && !date {
 		var d [32]byte
-		b = appendField(b, "date", string(h1.AppendDate(d[:0])))
+		b = appendField(b, "date", string(httpsem.AppendDate(d[:0])))
 	}
 	w.block = b
 	c := w.s.c
@@ -430,7 +430,7 @@ var zeroLength = []string{"0"}
 // Trailer, and those with http.TrailerPrefix.
 func (w *response) writeTrailers() {
 	b := w.block[:0]
-	w.trailers = h1.AppendTrailerKeys(w.trailers[:0], w.hdr)
+	w.trailers = httpsem.AppendTrailerKeys(w.trailers[:0], w.hdr)
 	for _, k := range w.trailers {
 		if name := w.lowerName([]byte(k)); !connectionSpecific(name) {
 			b = appendValues(b, name, w.hdr[k])

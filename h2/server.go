@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/clock"
 	"github.com/queue-dev/queue/internal/gostack"
 )
 
@@ -23,10 +23,10 @@ type Server struct {
 	// stream once ServeHTTP returned: a handler must not keep them.
 	Handler http.Handler
 	// ReadHeaderTimeout bounds the wait for the client preface and for the
-	// rest of a header block. 0 means h1.DefaultReadHeaderTimeout.
+	// rest of a header block. 0 means clock.DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a connection (GOAWAY NO_ERROR) that carries no
-	// stream for this long. 0 means h1.DefaultIdleTimeout.
+	// stream for this long. 0 means clock.DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// Logger receives handler panics (warn) and connection errors
 	// (debug). nil discards.
@@ -65,14 +65,14 @@ func (s *Server) idleTimeout() time.Duration {
 	if s.IdleTimeout > 0 {
 		return s.IdleTimeout
 	}
-	return h1.DefaultIdleTimeout
+	return clock.DefaultIdleTimeout
 }
 
 func (s *Server) headerTimeout() time.Duration {
 	if s.ReadHeaderTimeout > 0 {
 		return s.ReadHeaderTimeout
 	}
-	return h1.DefaultReadHeaderTimeout
+	return clock.DefaultReadHeaderTimeout
 }
 
 func (s *Server) logger() *slog.Logger {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"github.com/queue-dev/queue/internal/panics"
 	"golang.org/x/net/http2"
 )
@@ -133,7 +133,11 @@ func (s *stream) setRequest(b *block, declared int64, ended bool) bool {
 		s.url = url.URL{Path: "*"}
 		return true
 	}
-	return h1.SetTarget(&s.url, b.path)
+	if b.path == "" || b.path[0] != '/' {
+		return false // not origin-form
+	}
+	s.url = url.URL{}
+	return httpsem.SetOrigin(&s.url, b.path)
 }
 
 // fromRequest makes the stream's request from an upgrading HTTP/1.1 one,

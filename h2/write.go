@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/netio"
 	"golang.org/x/net/http2"
 )
 
@@ -17,8 +17,8 @@ import (
 // connection under load writes many streams' responses in one system call.
 type writer struct {
 	c          *conn
-	fr         *http2.Framer // writes into q
-	vw         *h1.VecWriter // plain TCP: raw writes (h1/rawio.go); nil under TLS
+	fr         *http2.Framer    // writes into q
+	vw         *netio.VecWriter // plain TCP: raw writes (internal/netio); nil under TLS
 	q, spare   []byte
 	writing    bool
 	closeAfter bool         // close the connection once the queue is written

@@ -1,8 +1,12 @@
 // Package ingress is queue's client-facing server: the HTTP/1.1 engine
 // (package h1) on the serving and TLS ports, with HTTP/2 connections (h2c
 // prior knowledge, ALPN h2, and "Upgrade: h2c") handed to the HTTP/2
-// engine (package h2). cmd/queue, its tests and bench/ all serve through it, so that
-// what is measured is what runs.
+// engine (package h2). cmd/queue, its tests and bench/ all serve through it,
+// so that what is measured is what runs.
+//
+// It also holds the other client-facing pieces: the h2c Upgrade handler
+// (H2CUpgrade, RFC 7540 section 3.2) and the TLS certificate reloader
+// (CertReloader), which serves the TLS port's certificate.
 //
 // A *Server is safe for concurrent use once New has returned.
 package ingress
@@ -19,7 +23,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/h2"
-	"github.com/queue-dev/queue/proxy"
+	"github.com/queue-dev/queue/internal/clock"
 )
 
 // Limits of the client-facing servers. They are not flags: they bound
@@ -27,10 +31,10 @@ import (
 const (
 	// ReadHeaderTimeout cuts a client that sends its request head slowly
 	// (slowloris), unless Config sets another.
-	ReadHeaderTimeout = h1.DefaultReadHeaderTimeout
+	ReadHeaderTimeout = clock.DefaultReadHeaderTimeout
 	// IdleTimeout closes keep-alive connections idle this long (see
-	// h1.DefaultIdleTimeout for why 120 s).
-	IdleTimeout = h1.DefaultIdleTimeout
+	// clock.DefaultIdleTimeout for why 120 s).
+	IdleTimeout = clock.DefaultIdleTimeout
 	// MaxHeaderBytes is the request head limit; over it, 431.
 	MaxHeaderBytes = 64 << 10
 	// MaxConcurrentStreams per HTTP/2 connection (the HTTP/2 engine's
@@ -75,7 +79,7 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       IdleTimeout,
 		Logger:            cfg.Logger,
 	}
-	upgrade := &proxy.H2CUpgrade{
+	upgrade := &H2CUpgrade{
 		Next: cfg.Handler,
 		Serve: func(conn net.Conn, r *http.Request, settings []byte) {
 			s.h2.ServeConn(conn, &h2.ConnOptions{Upgrade: r, Settings: settings})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -81,7 +82,7 @@ type copier struct {
 func (cp *copier) release() {
 	cp.c.flushFirst, cp.c.flushed = nil, false
 	if cp.buf != nil {
-		h1.PutBuffer(cp.buf)
+		pool.Put(cp.buf)
 	}
 	if cp.armed {
 		http.NewResponseController(cp.rw).SetWriteDeadline(time.Time{})
@@ -109,7 +110,7 @@ func (cp *copier) direct(n int64) (int, error) {
 		cp.c.setReadDeadline(earliest(cp.deadline, cp.idle))
 	}
 	if cp.buf == nil {
-		cp.buf = h1.GetBuffer(copyBufSize)
+		cp.buf = pool.Get(copyBufSize)
 	}
 	b := *cp.buf
 	if int64(len(b)) > n {
@@ -159,7 +160,7 @@ func (cp *copier) Flush() {
 		return
 	}
 	if cp.waiting && cp.buf != nil {
-		h1.PutBuffer(cp.buf)
+		pool.Put(cp.buf)
 		cp.buf, cp.out = nil, nil
 	}
 	if cp.f != nil {
@@ -265,7 +266,7 @@ func (cp *copier) chunked(h http.Header) error {
 	for {
 		if br.Buffered() > 0 {
 			if cp.buf == nil {
-				cp.buf = h1.GetBuffer(copyBufSize)
+				cp.buf = pool.Get(copyBufSize)
 				cp.out = (*cp.buf)[:0]
 			}
 			src, _ := br.Peek(br.Buffered())

@@ -21,9 +21,6 @@
 // upstream refuses is retried within Config.RetryWindow, on the request's
 // goroutine, with one outage (outage.go) shared by the waiting requests.
 //
-// The package also holds the ingress pieces that belong to the data path: the
-// h2c Upgrade handler (RFC 7540 section 3.2) and the TLS certificate reloader.
-//
 // Every failure on the request path becomes a response in one place:
 // [StatusFor] maps an error to its status and [Proxy.Fail] writes it, the
 // status text as the body; the chain package sends the limiter's errors

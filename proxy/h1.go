@@ -14,7 +14,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
-	"github.com/valyala/bytebufferpool"
+	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -83,39 +83,13 @@ const DefaultIdleConnTimeout = 1500 * time.Millisecond
 
 // Buffers are pooled and attached to a connection only while it carries a
 // request: an idle upstream connection holds no buffer memory
-// (BenchmarkProxy, memory per connection in ../bench).
+// (BenchmarkProxy, memory per connection in ../bench). Byte buffers come
+// from internal/pool; the bufio readers and writers, whose buffers bufio
+// makes itself, are pooled whole here.
 var (
 	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
-	copyPool   = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }} // a streamed request body's
 )
-
-// bodyPools hold request bodies by size class (4, 16, 64 KiB), as *[]byte
-// so that Put does not allocate (staticcheck SA6002).
-var bodyPools [3]sync.Pool
-
-func getBody(n int) *[]byte {
-	i, size := 0, 4<<10
-	for size < n {
-		i, size = i+1, size<<2
-	}
-	if b, ok := bodyPools[i].Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, size)
-	return &b
-}
-
-func putBody(b *[]byte) {
-	switch cap(*b) {
-	case 4 << 10:
-		bodyPools[0].Put(b)
-	case 16 << 10:
-		bodyPools[1].Put(b)
-	case 64 << 10:
-		bodyPools[2].Put(b)
-	}
-}
 
 // serveH1 proxies r over an HTTP/1.1 upstream connection. It returns an
 // error only when nothing was written to w yet; a failure after the
@@ -139,8 +113,8 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		body = hb.Held() // it came whole with the head: no copy
 	}
 	if body == nil && hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
-		buf := getBody(int(r.ContentLength))
-		defer putBody(buf)
+		buf := pool.Get(int(r.ContentLength))
+		defer pool.Put(buf)
 		body = (*buf)[:r.ContentLength]
 		rc := http.NewResponseController(w)
 		if !deadline.IsZero() {
@@ -509,13 +483,14 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 			return nil, fmt.Errorf("read response head: %w", noEOF(err))
 		}
 	}
-	bb := bytebufferpool.Get()
-	defer bytebufferpool.Put(bb)
+	acc := pool.Get(min(max, pool.Max))
+	defer pool.Put(acc)
+	bb := (*acc)[:0] // grows past the pooled buffer only for a limit over pool.Max
 	lineStart := true
 	for {
 		line, err := br.ReadSlice('\n')
-		bb.Write(line)
-		if bb.Len() > max {
+		bb = append(bb, line...)
+		if len(bb) > max {
 			return nil, fmt.Errorf("%w: head over %d bytes", errBadResponse, max)
 		}
 		switch {
@@ -526,9 +501,9 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 			return nil, fmt.Errorf("read response head: %w", noEOF(err))
 		}
 		if lineStart && (len(line) == 1 || (len(line) == 2 && line[0] == '\r')) {
-			c.head = growBuf(c.head, bb.Len())
-			b := (*c.head)[:bb.Len()]
-			copy(b, bb.B)
+			c.head = growBuf(c.head, len(bb))
+			b := (*c.head)[:len(bb)]
+			copy(b, bb)
 			return b, nil
 		}
 		lineStart = true
@@ -557,8 +532,8 @@ func (c *h1Conn) own(b []byte) []byte {
 // growBuf returns b, or a pooled buffer of at least n bytes in its place.
 func growBuf(b *[]byte, n int) *[]byte {
 	if b == nil || cap(*b) < n {
-		h1.PutBuffer(b)
-		b = h1.GetBuffer(n)
+		pool.Put(b)
+		b = pool.Get(n)
 	}
 	return b
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // serveH2 proxies r over the h2c upstream transport. Like serveH1, it
@@ -264,8 +265,8 @@ func (i *idleTimer) fired() bool { return i != nil && i.hit.Load() }
 // stream's messages) reach the client as they come.
 func copyStream(w http.ResponseWriter, body io.Reader, length int64, idle *idleTimer) error {
 	f, _ := w.(http.Flusher)
-	bufp := copyPool.Get().(*[]byte)
-	defer copyPool.Put(bufp)
+	bufp := pool.Get(pool.Copy)
+	defer pool.Put(bufp)
 	buf := *bufp
 	var n int64
 	for {

@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/netio"
+	"github.com/queue-dev/queue/internal/pool"
 )
 
 // h1Transport is a pool of HTTP/1.1 connections to one upstream.
@@ -44,7 +46,7 @@ type h1Transport struct {
 
 	liveMu    sync.Mutex
 	live      map[*h1Conn]struct{} // every open connection, for the reaper
-	reaper    *h1.Busy             // ticks (reap) while exchanges are in flight
+	reaper    *clock.Busy          // ticks (reap) while exchanges are in flight
 	reapConns []*h1Conn            // the reaper's snapshot, reused; guarded by the reaper's lock
 }
 
@@ -60,13 +62,13 @@ func newH1Transport(addr string, dial time.Duration, maxIdle, maxHeader int, idl
 		idleTimeout: max(idleTimeout, 0),
 		live:        map[*h1Conn]struct{}{},
 	}
-	t.reaper = h1.NewBusy(reapPeriod, t.reap)
+	t.reaper = clock.NewBusy(reapPeriod, t.reap)
 	t.dialContext = t.dialer.DialContext
 	return t
 }
 
 // reap interrupts the exchanges whose client went away. It is the tick of
-// a timer armed only while an exchange is in flight (h1.Busy: watch and
+// a timer armed only while an exchange is in flight (clock.Busy: watch and
 // unwatch count them), so that a lone request leaves no tick behind to
 // wake an idle sidecar reapPeriod later.
 //
@@ -140,8 +142,8 @@ type h1Conn struct {
 	waited     bool         // exchange waited for the response: readBlock need not
 	flushFirst http.Flusher // flushed if a read has to wait; then flushed is set
 	flushed    bool
-	cp         copier       // the response body's copy (copyResponse)
-	vw         h1.VecWriter // writes to tcp (raw sendmsg, h1/rawio.go)
+	cp         copier          // the response body's copy (copyResponse)
+	vw         netio.VecWriter // writes to tcp (raw sendmsg, internal/netio)
 	vec        [3][]byte
 	chunkHead  [18]byte // a streamed body's chunk-size line (sendPiece)
 
@@ -216,7 +218,7 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // Read and Write make h1Conn the buffers' underlying reader and writer. It
 // hides net.TCPConn's ReadFrom from bufio.Writer, whose ReadFrom would
 // otherwise hand a request body to io.Copy and its 32 KiB allocation. On
-// TCP both are raw system calls (h1/rawio.go says why).
+// TCP both are raw system calls (internal/netio says why).
 //
 // Read flushes c.flushFirst, when set, only if the read would wait: bytes
 // already there are read first, so that a response arriving in pieces
@@ -226,7 +228,7 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 	if c.inFirst {
 		// br's fill from within readFirst: the raw read is already
 		// running, and holds the socket.
-		n, again, err := h1.ReadFD(c.firstFD, p)
+		n, again, err := netio.ReadFD(c.firstFD, p)
 		if again {
 			return 0, errAgain
 		}
@@ -255,7 +257,7 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 // rawRead is the callback of Read's raw read: a read, and on EAGAIN the
 // flush, once, before the runtime waits for the socket.
 func (c *h1Conn) rawRead(fd uintptr) bool {
-	n, again, err := h1.ReadFD(fd, c.rp)
+	n, again, err := netio.ReadFD(fd, c.rp)
 	if again {
 		if f := c.flushFirst; f != nil {
 			c.flushFirst, c.flushed = nil, true
@@ -401,7 +403,7 @@ func (c *h1Conn) releaseReader() {
 func (c *h1Conn) detach() {
 	c.keeper = nil
 	if c.head != nil {
-		h1.PutBuffer(c.head)
+		pool.Put(c.head)
 		c.head = nil
 	}
 	c.releaseReader()

@@ -16,6 +16,8 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/peer"
 )
 
 // Upstream protocols, named after the user container's port name.
@@ -164,13 +166,13 @@ func (p *Proxy) Close() error {
 
 // ServeHTTP sends r to the upstream and streams the response back.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var peer netip.Addr
-	if ap, ok := h1.Peer(r); ok {
-		peer = ap.Addr()
+	var client netip.Addr
+	if ap, ok := peer.From(r); ok {
+		client = ap.Addr()
 	} else {
-		peer = peerAddr(r.RemoteAddr)
+		client = peerAddr(r.RemoteAddr)
 	}
-	hop := headers.Hop{Peer: peer, TLS: r.TLS != nil, Trusted: p.trust.Contains(peer)}
+	hop := headers.Hop{Peer: client, TLS: r.TLS != nil, Trusted: p.trust.Contains(client)}
 	o := headers.NewOutbound(r.Header, r.Host, hop)
 	// Request framing needs no guard here: the HTTP/1.1 engine (package h1)
 	// refuses Content-Length with Transfer-Encoding, and Transfer-Encoding
@@ -199,11 +201,11 @@ func (p *Proxy) deadline(r *http.Request) time.Time { return p.deadlineAt(r, tim
 func (p *Proxy) deadlineAt(r *http.Request, now time.Time) time.Time {
 	var d time.Time
 	if p.timeout > 0 {
-		// Rounded up (h1.Deadline), so that consecutive requests on an
+		// Rounded up (clock.Deadline), so that consecutive requests on an
 		// upstream connection share a deadline and skip the timer update
 		// (h1Conn.setDeadline). A request may so run up to 1/16 longer
 		// than --timeout.
-		d = h1.Deadline(now, p.timeout)
+		d = clock.Deadline(now, p.timeout)
 	}
 	if cd, ok := r.Context().Deadline(); ok && (d.IsZero() || cd.Before(d)) {
 		d = cd

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -107,8 +108,8 @@ var errLateBody = errors.New("request body finished after the response")
 // returns then. read is set as soon as the body has been read to its end.
 func (c *h1Conn) writeBody(r *http.Request, read *atomic.Bool) error {
 	chunked := r.ContentLength < 0
-	bufp := copyPool.Get().(*[]byte)
-	defer copyPool.Put(bufp)
+	bufp := pool.Get(pool.Copy)
+	defer pool.Put(bufp)
 	buf := *bufp
 	var sent int64
 	for {

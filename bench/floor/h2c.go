@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -323,7 +323,7 @@ func responseFrames(dst []byte, id uint32, resp []byte) ([]byte, error) {
 	}
 	if !date {
 		dst = append(dst, 0x0f, 33-15, 29) // date, name indexed (33), 29-byte value
-		dst = h1.AppendDate(dst)
+		dst = httpsem.AppendDate(dst)
 	}
 	n := len(dst) - at - 9
 	dst[at], dst[at+1], dst[at+2] = byte(n>>16), byte(n>>8), byte(n)

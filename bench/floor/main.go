@@ -41,7 +41,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/netio"
 )
 
 var headEnd = []byte("\r\n\r\n")
@@ -118,13 +118,13 @@ func serve(ln net.Listener, upstream string, forward, h2c bool) error {
 }
 
 // rawConn reads and writes a TCP connection with raw system calls, as
-// queue's engine does (h1/rawio.go says why): a call through net.Conn
+// queue's engine does (internal/netio says why): a call through net.Conn
 // wakes the runtime's monitor thread whenever the process was idle.
 type rawConn struct {
 	net.Conn
 	raw syscall.RawConn
 	fn  func(uintptr) bool // c.read, bound once
-	vw  h1.VecWriter
+	vw  netio.VecWriter
 	p   []byte
 	n   int
 	err error
@@ -155,7 +155,7 @@ func (c *rawConn) Read(p []byte) (int, error) {
 }
 
 func (c *rawConn) read(fd uintptr) bool {
-	n, again, err := h1.ReadFD(fd, c.p)
+	n, again, err := netio.ReadFD(fd, c.p)
 	if again {
 		return false
 	}

@@ -9,20 +9,32 @@ import (
 
 // TestDependencyDirection enforces the layers of docs/architecture.md:
 // which of our packages may import which. Every package must appear below.
+//
+// From the bottom up: the basement (internal/...: raw socket I/O, buffer
+// pools, time, the peer context, the HTTP semantics both engines share,
+// the panic log) imports nothing of ours; the wire and engines (h1, h2)
+// import only the basement, and h2 nothing of h1; the upstream side
+// (proxy) imports the HTTP/1.1 wire (h1), headers and the basement, and
+// never the client-facing server (ingress) nor the HTTP/2 engine; ingress
+// serves the engines; chain composes the layers; cmd/queue takes all.
+// The rule for our own packages is on direct imports; the rule for what
+// lies outside the module is on everything a package links.
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
-	// allowed lists, per package, the module's own packages it may use and
-	// whether anything outside the standard library is allowed.
+	basement := []string{"internal/clock", "internal/gostack", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
+	with := func(own ...string) []string { return append(own, basement...) }
+	// allowed lists, per package, the module's own packages it may import
+	// and what outside the standard library it may link.
 	allowed := map[string]struct {
 		own      []string
 		external []string // import path prefixes
 	}{
-		"cmd/queue": {own: []string{"chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack", "internal/panics"}, external: []string{""}},
+		"cmd/queue": {own: with("chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp"), external: []string{""}},
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
-		"chain": {own: []string{"proxy", "h1", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/gostack", "internal/panics"}, external: []string{""}},
+		"chain": {own: []string{"proxy", "headers", "stats", "limit", "drain", "tracing", "otlp"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
 		// path. It exports through otlp.
@@ -34,28 +46,36 @@ func TestDependencyDirection(t *testing.T) {
 		// cmd/image builds the container image; go-containerregistry is
 		// linked there alone (TestImage checks queue's build info).
 		"cmd/image": {external: []string{"github.com/google/go-containerregistry/", "github.com/klauspost/compress", "github.com/opencontainers/", "golang.org/x/sync/errgroup"}},
-		// ingress serves the chain to clients: the HTTP/1.1 engine, with
-		// HTTP/2 handed to the HTTP/2 engine.
-		"ingress": {own: []string{"h1", "h2", "proxy", "headers", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
-		// h1 is the HTTP/1.1 wire code and serving engine: standard
-		// library only, and the leaf that grows goroutine stacks.
-		"h1": {own: []string{"internal/gostack", "internal/panics"}},
+		// ingress is the client-facing server: the HTTP/1.1 engine, with
+		// HTTP/2 handed to the HTTP/2 engine, the h2c upgrade and the TLS
+		// certificate.
+		"ingress": {own: with("h1", "h2", "proxy", "headers"), external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		// h1 is the HTTP/1.1 wire code and serving engine: the basement
+		// and the standard library only.
+		"h1": {own: basement},
 		// h2 is the HTTP/2 serving engine, on x/net's Framer and HPACK; it
-		// shares the target, Date and peer handling of h1.
-		"h2":               {own: []string{"h1", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		// shares the basement with h1, and nothing of h1's.
+		"h2": {own: basement, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		// The basement: imports nothing of ours.
+		"internal/clock":   {},
 		"internal/gostack": {},
-		// panics logs a handler's panic with its stack, for both engines.
-		"internal/panics": {},
+		"internal/httpsem": {},
+		"internal/netio":   {},
+		"internal/panics":  {},
+		"internal/peer":    {},
+		"internal/pool":    {},
 		// testnet is the tests' network helpers; only tests import it.
 		"internal/testnet": {},
-		"proxy":            {own: []string{"headers", "h1", "internal/gostack", "internal/panics"}, external: []string{"golang.org/x/net/", "golang.org/x/text/", "github.com/valyala/bytebufferpool"}},
-		"headers":          {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
-		"probe":            {external: []string{"golang.org/x/net/http/httpguts"}},
-		"stats":            {external: []string{"golang.org/x/net/http/httpguts"}},
-		"limit":            {external: []string{"golang.org/x/net/http/httpguts"}},
-		"drain":            {external: []string{"golang.org/x/net/http/httpguts"}},
+		// proxy is the upstream side: queue's HTTP/1.1 client on h1's
+		// wire code, and net/http's Transport for h2c.
+		"proxy":   {own: with("headers", "h1"), external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		"headers": {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
+		"probe":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"stats":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"limit":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain":   {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
-	out, err := exec.Command("go", "list", "-json=ImportPath,Deps,Standard", "../../...").Output()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Standard", "../../...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -63,6 +83,7 @@ func TestDependencyDirection(t *testing.T) {
 	for dec.More() {
 		var p struct {
 			ImportPath string
+			Imports    []string
 			Deps       []string
 		}
 		if err := dec.Decode(&p); err != nil {
@@ -77,16 +98,21 @@ func TestDependencyDirection(t *testing.T) {
 			t.Errorf("package %s has no dependency rule: add it to docs/architecture.md and this test", name)
 			continue
 		}
-	deps:
-		for _, d := range p.Deps {
+	imports:
+		for _, d := range p.Imports {
 			if own, ok := strings.CutPrefix(d, mod); ok {
 				for _, a := range rule.own {
 					if own == a {
-						continue deps
+						continue imports
 					}
 				}
 				t.Errorf("%s imports %s", name, own)
-				continue
+			}
+		}
+	deps:
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, mod) {
+				continue // checked as a direct import of the package that has it
 			}
 			if !strings.Contains(strings.Split(d, "/")[0], ".") {
 				continue // standard library

@@ -17,6 +17,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
@@ -385,8 +386,8 @@ type MetricsPush struct {
 }
 
 // tlsOptions is the TLS server policy that flags and Knative set.
-func (c Config) tlsOptions() proxy.TLSOptions {
-	return proxy.TLSOptions{MinVersion: c.TLSMinVersion, MaxVersion: c.Knative.TLSMaxVersion,
+func (c Config) tlsOptions() ingress.TLSOptions {
+	return ingress.TLSOptions{MinVersion: c.TLSMinVersion, MaxVersion: c.Knative.TLSMaxVersion,
 		CipherSuites: c.Knative.TLSCipherSuites, CurvePreferences: c.Knative.TLSCurves}
 }
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/ingress"
 	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
-	"github.com/queue-dev/queue/proxy"
 )
 
 // TestKnativeEnv: Knative's variables configure queue as its reconciler
@@ -477,7 +477,7 @@ func TestKnativeTLSPolicy(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pool := writeCert(t, dir, "knative")
-	certs, err := proxy.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
+	certs, err := ingress.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type app struct {
 	cfg   Config
 	log   *slog.Logger
 	proxy *proxy.Proxy
-	certs *proxy.CertReloader
+	certs *ingress.CertReloader
 
 	ingress        *ingress.Server // the serving and TLS ports
 	tlsConfig      *tls.Config
@@ -128,7 +128,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 	a.drainer = drain.New(drainCfg)
 	if cfg.TLSCert != "" {
-		if a.certs, err = proxy.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
+		if a.certs, err = ingress.NewCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, configErrorf("--tls-cert/--tls-key: %v: want a readable PEM certificate and its key", err)
 		}
 	}
@@ -204,7 +204,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	// The scrape ports run on queue's HTTP/1.1 engine, not net/http: a
 	// scrape each second then makes no system call through the syscall
 	// package, which would wake the runtime's monitor thread at rest
-	// (h1/rawio.go).
+	// (internal/netio).
 	a.statsSrv = &h1.Server{Handler: smux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, Logger: logger}
 	mmux := http.NewServeMux()
 	mmux.HandleFunc("GET /metrics", a.metricsHandler)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queue-dev/queue/proxy"
+	"github.com/queue-dev/queue/ingress"
 )
 
 // TestTLS: ALPN picks HTTP/2 or HTTP/1.1, X-Forwarded-Proto is https, and
@@ -117,7 +117,7 @@ func TestKnativeTLSFloor(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pool := writeCert(t, dir, "knative")
-	certs, err := proxy.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
+	certs, err := ingress.NewCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

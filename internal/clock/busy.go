@@ -1,4 +1,8 @@
-package h1
+// Package clock holds what queue's engines and proxy share about time,
+// none of it HTTP: Busy, a tick that runs only while work is in flight;
+// Deadline, deadlines rounded so that consecutive requests share one; and
+// the default client-facing timeouts.
+package clock
 
 import (
 	"sync"
@@ -11,8 +15,8 @@ import (
 // first Begin of a busy spell arms the timer (time.AfterFunc) and the End
 // that leaves nothing in flight stops it, so a lone request, over long
 // before a period, leaves no tick behind to wake an idle process. The
-// serving engine's client-gone watcher and the proxy's reaper each run on
-// one. Ticks run one at a time, under a lock that also guards what the
+// HTTP/1.1 engine's client-gone watcher and the proxy's reaper each run
+// on one. Ticks run one at a time, under a lock that also guards what the
 // tick keeps between runs; Begin and End take that lock only when the
 // count touches zero.
 type Busy struct {

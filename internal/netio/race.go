@@ -1,6 +1,6 @@
 //go:build race
 
-package h1
+package netio
 
 import "syscall"
 

@@ -1,9 +1,9 @@
 //go:build !race
 
-package h1
+package netio
 
 // raceAcquire and raceRelease tell the race detector what a socket orders
-// (rawio_race.go); without it they are nothing.
+// (race.go); without it they are nothing.
 
 func raceAcquire(uintptr) {}
 

@@ -1,4 +1,7 @@
-package h1
+// Package netio reads and writes plain TCP sockets with raw system calls,
+// for queue's two serving engines (h1, h2) and the proxy's HTTP/1.1
+// client: ReadFD, VecWriter, PeerGone. It knows nothing of HTTP.
+package netio
 
 import (
 	"io"
@@ -25,15 +28,15 @@ import (
 // ReadFD reads a non-blocking socket into p, for a syscall.RawConn's Read
 // callback: again reports that nothing is there yet (the callback then
 // returns false and the runtime waits for readability); end of file is
-// io.EOF. The proxy's upstream reads share it.
+// io.EOF.
 func ReadFD(fd uintptr, p []byte) (n int, again bool, err error) {
 	if len(p) == 0 {
 		return 0, false, nil
 	}
 	for {
 		// recvfrom rather than read: the kernel looks the descriptor up
-		// without read's file-position lock (fdget_pos), a tenth of a
-		// microsecond a request at c64, as nginx's recv does.
+		// without read's file-position lock (fdget_pos), as nginx's
+		// recv does.
 		r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
 		switch {
 		case e == syscall.EINTR:
@@ -57,8 +60,7 @@ const maxIovec = 8
 
 // VecWriter writes buffers to a plain TCP socket with raw sendto and sendmsg calls,
 // as many as the socket takes, waiting in the netpoller when it is full.
-// One per connection, reused for every write; not for concurrent use. The
-// proxy's upstream writes share it.
+// One per connection, reused for every write; not for concurrent use.
 type VecWriter struct {
 	raw  syscall.RawConn
 	fn   func(uintptr) bool // v.write, bound once
@@ -167,12 +169,12 @@ func (v *VecWriter) consume(n int) {
 // setLen sets a Msghdr's Iovlen, whose type differs between platforms.
 func setLen[T ~uint32 | ~uint64](p *T, n int) { *p = T(n) }
 
-// peerGone reports whether the peer of a TCP socket closed or reset its
+// PeerGone reports whether the peer of a TCP socket closed or reset its
 // connection: a non-blocking peek (into buf, which it leaves unread) that
 // finds end of file. Bytes waiting mean the peer is still there. It is
 // called from a syscall.RawConn's Control, which holds the descriptor, and
 // is safe while another goroutine reads or writes the socket.
-func peerGone(fd uintptr, buf *[1]byte) bool {
+func PeerGone(fd uintptr, buf *[1]byte) bool {
 	n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	return n == 0 && err == nil || err == syscall.ECONNRESET
 }
