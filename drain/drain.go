@@ -248,8 +248,8 @@ var (
 )
 
 // refuse tells the engine that wrote w that queue refuses the request
-// itself (the engines' h1.Refuser, declared here as the package imports
-// only the standard library): a glitch of the connection's. Drain's layer
+// itself (the engines' engine.Refuser, written out here as the package
+// imports only the standard library): a glitch of the connection's. Drain's layer
 // is the request path's first, so w is the engine's own writer.
 func refuse(w http.ResponseWriter) {
 	if rf, ok := w.(interface{ Refuse() }); ok {

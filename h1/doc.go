@@ -77,12 +77,13 @@
 //     the first write and given back when the response is complete; a body
 //     of declared length written whole in one Write goes out at once from
 //     the handler's bytes, with its head, and takes no body buffer. The
-//     buffer the response lends its handler (KeepBuffer, KeepValues) is
-//     given back then too: the proxy writes an upstream response's field
-//     lines there and hands them over (SetLines), or copies the head there
-//     and points the response's map fields into it; either way they stay
-//     until the engine has written them, after the handler returned. A proxied head whose
-//     fields all came as lines is built in the room after them.
+//     buffer the response lends its handler (KeepBuffer, KeepValues,
+//     KeepHead: internal/engine's Keeper) is given back then too: the
+//     proxy copies an upstream response head there and either hands its
+//     fields over as an engine.ResponseHead, or points the response's map
+//     fields into it; either way they stay until the engine has written
+//     them, after the handler returned. A proxied head whose fields all
+//     came in an engine.ResponseHead is built in the room after them.
 //   - ConnCache's bytes are the handler's for the connection's life: the
 //     proxy keeps there the forwarding fields it built for the connection's
 //     last Host, a few hundred bytes at most.

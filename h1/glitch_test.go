@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // TestGlitchBudget: requests a handler refuses itself (Refuser) count
@@ -30,7 +32,7 @@ func TestGlitchBudget(t *testing.T) {
 			t.Parallel()
 			s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/bad" {
-					w.(Refuser).Refuse()
+					w.(engine.Refuser).Refuse()
 					w.WriteHeader(http.StatusBadRequest)
 					return
 				}

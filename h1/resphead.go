@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // ResponseHead is what a client needs to know of a response head beyond
@@ -40,51 +42,52 @@ var (
 // it names), Keep-Alive and Upgrade never reach h; Content-Length does,
 // once, unless Transfer-Encoding overrides it.
 func ParseResponse(b []byte, h http.Header, vals *[]string, skip func(key string) bool) (ResponseHead, error) {
-	rh, _, _, err := parseResponse(b, h, vals, nil, skip)
+	rh, _, err := parseResponse(b, h, vals, nil, skip)
 	return rh, err
 }
 
-// ParseResponseLines is ParseResponse for a head that is passed on as it
-// came: instead of adding the fields to a map it appends them to dst, one
-// "Name: value" line each with its CRLF, and returns the extended dst.
-// Content-Length is left out of the lines (it is in rh), as are the fields
-// ParseResponse leaves out of its map. ok is false for a head that needs
-// the map form: one with a Trailer field (the response writer must know
-// its trailers) or with a Connection option that names a field to drop;
-// the caller then parses b again with ParseResponse, which the names
-// canonicalized in place do not change.
-func ParseResponseLines(b, dst []byte, skip func(key string) bool) (rh ResponseHead, lines []byte, ok bool, err error) {
-	return parseResponse(b, nil, nil, dst, skip)
+// ParseResponseFields is ParseResponse for a head that is passed on as it
+// came (engine.ResponseHead): instead of adding the fields to a map it
+// appends them to *fields, their strings pointing into b. Content-Length
+// is left out of the fields (it is in rh), as are the fields ParseResponse
+// leaves out of its map. ok is false for a head that needs the map form:
+// one with a Trailer field (the response writer must know its trailers) or
+// with a Connection option that names a field to drop; the caller then
+// parses b again with ParseResponse, which the names canonicalized in
+// place do not change.
+func ParseResponseFields(b []byte, fields *[]engine.Field, skip func(key string) bool) (rh ResponseHead, ok bool, err error) {
+	rh, ok, err = parseResponse(b, nil, nil, fields, skip)
+	return rh, ok, err
 }
 
-// parseResponse is ParseResponse into h, or ParseResponseLines into dst
-// when h is nil.
-func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip func(key string) bool) (ResponseHead, []byte, bool, error) {
+// parseResponse is ParseResponse into h, or ParseResponseFields into
+// fields when h is nil.
+func parseResponse(b []byte, h http.Header, vals *[]string, fields *[]engine.Field, skip func(key string) bool) (ResponseHead, bool, error) {
 	rh := ResponseHead{ContentLength: -1}
 	line, rest, e := cutLineEnd(b)
 	if e != nil {
-		return rh, nil, false, errResponseLineEnds
+		return rh, false, errResponseLineEnds
 	}
 	// HTTP-version SP 3DIGIT SP [reason-phrase]; a missing reason with no
 	// space is accepted as net/http does.
 	if len(line) < 12 || str(line[:7]) != "HTTP/1." || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
-		return rh, nil, false, ErrStatusLine
+		return rh, false, ErrStatusLine
 	}
 	http10 := line[7] == '0'
 	if line[7] != '0' && line[7] != '1' {
-		return rh, nil, false, ErrStatusLine
+		return rh, false, ErrStatusLine
 	}
 	for _, c := range line[9:12] {
 		if !isDigit(c) {
-			return rh, nil, false, ErrStatusLine
+			return rh, false, ErrStatusLine
 		}
 		rh.Status = rh.Status*10 + int(c-'0')
 	}
 	if rh.Status < 100 {
-		return rh, nil, false, ErrStatusLine
+		return rh, false, ErrStatusLine
 	}
 	if !validValue(line[min(len(line), 13):]) {
-		return rh, nil, false, ErrStatusLine
+		return rh, false, ErrStatusLine
 	}
 	if h != nil {
 		*vals = (*vals)[:0]
@@ -97,32 +100,32 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 	for {
 		line, rest, e = cutLineEnd(rest)
 		if e != nil {
-			return rh, nil, false, errResponseLineEnds
+			return rh, false, errResponseLineEnds
 		}
 		if len(line) == 0 {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return rh, nil, false, ErrResponseField // obs-fold (RFC 9112 section 5.2)
+			return rh, false, ErrResponseField // obs-fold (RFC 9112 section 5.2)
 		}
 		colon := indexByte(line, ':')
 		if colon <= 0 {
-			return rh, nil, false, ErrResponseField
+			return rh, false, ErrResponseField
 		}
 		name := line[:colon]
 		if canonicalToken(name) >= 0 {
-			return rh, nil, false, ErrResponseField
+			return rh, false, ErrResponseField
 		}
 		value := trimOWS(line[colon+1:])
 		if !validValue(value) {
-			return rh, nil, false, ErrResponseField
+			return rh, false, ErrResponseField
 		}
 		key, v := str(name), str(value)
 		switch key {
 		case "Content-Length":
 			n, ok := parseContentLength(v)
 			if !ok || (rh.ContentLength >= 0 && n != rh.ContentLength) {
-				return rh, nil, false, ErrResponseFraming
+				return rh, false, ErrResponseFraming
 			}
 			if rh.ContentLength >= 0 || h == nil {
 				rh.ContentLength = n
@@ -156,14 +159,14 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 			rh.Date = true
 		case "Trailer":
 			if h == nil {
-				return rh, nil, false, nil
+				return rh, false, nil
 			}
 		}
 		if skip != nil && skip(key) {
 			continue
 		}
 		if h == nil {
-			dst = append(append(append(append(dst, name...), ": "...), value...), "\r\n"...)
+			*fields = append(*fields, engine.Field{Name: key, Value: v})
 			continue
 		}
 		*vals = append(*vals, v)
@@ -175,7 +178,7 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 		}
 	}
 	if len(rest) != 0 {
-		return rh, nil, false, ErrResponseField
+		return rh, false, ErrResponseField
 	}
 	if te {
 		// Transfer-Encoding overrides Content-Length (RFC 9112 section
@@ -205,7 +208,7 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 			// A field the connection option names is hop-by-hop (RFC 9110
 			// section 7.6.1).
 			if h == nil {
-				return rh, nil, false, nil
+				return rh, false, nil
 			}
 			delete(h, http.CanonicalHeaderKey(tok))
 		}
@@ -215,7 +218,7 @@ func parseResponse(b []byte, h http.Header, vals *[]string, dst []byte, skip fun
 		// an HTTP/1.0 message is faulty framing (RFC 9112 section 6.1).
 		rh.Close = true
 	}
-	return rh, dst, true, nil
+	return rh, true, nil
 }
 
 func lastToken(v string) string {

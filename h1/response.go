@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"github.com/queue-dev/queue/internal/pool"
 )
@@ -59,9 +60,8 @@ type response struct {
 
 	connCache []byte // ConnCache's, kept for the connection's life
 
-	lines     []byte // SetLines' field lines, written before hdr's
-	linesCL   int64  // the Content-Length that came with them, or -1
-	linesDate bool   // a Date field is among them
+	keepN int                 // the bytes KeepBuffer handed out; the room after them may hold the head
+	head  engine.ResponseHead // KeepHead's: an upstream's head, written before hdr's fields
 }
 
 func (w *response) reset(r *http.Request, h *Head) {
@@ -73,36 +73,56 @@ func (w *response) reset(r *http.Request, h *Head) {
 	w.cl, w.written, w.noBody, w.closeAfter, w.err = -1, 0, false, h.Close, nil
 	w.refused = false
 	w.trailers = w.trailers[:0]
-	w.lines, w.linesCL, w.linesDate = nil, -1, false
+	w.head.Reset()
+	w.keepN = 0
 }
 
+// The engine's side of the contract with the proxy (package engine).
+var (
+	_ engine.Keeper   = (*response)(nil)
+	_ engine.Refuser  = (*response)(nil)
+	_ engine.HeldBody = (*body)(nil)
+)
+
 // KeepBuffer returns n bytes that stay the handler's until the response
-// is complete: the proxy copies an upstream response head there and points
-// the response's fields into it, as the engine writes the head only once
-// the handler has returned. A second call may return the same storage.
+// is complete (engine.Keeper): the proxy copies an upstream response head
+// there and points the response's fields into it, as the engine writes the
+// head only once the handler has returned. A second call may return the
+// same storage. The buffer has room past the n bytes for the head the
+// engine builds from them (headBuf), when that fits a pooled buffer.
 func (w *response) KeepBuffer(n int) []byte {
 	if w.keep == nil || cap(*w.keep) < n {
 		pool.Put(w.keep)
-		w.keep = pool.Get(n)
+		size := n
+		if room := keepRoom(n); pool.Size(room) != 0 {
+			size = room
+		}
+		w.keep = pool.Get(size)
 	}
+	w.keepN = n
 	return (*w.keep)[:n]
 }
 
-// SetLines gives the response field lines that are written as they are,
-// before Header()'s fields: whole "Name: value" lines with their CRLF,
-// names and values valid, none of them a framing or connection field (the
-// proxy's h1.ParseResponseLines). contentLength is the Content-Length that
-// came with them (-1: none) and date whether a Date field is among them.
-// lines must stay unchanged until the response is complete (KeepBuffer's
-// storage), and the engine may build the head in the room after them
-// (headBuf). It is called before WriteHeader; a Content-Length in Header()
-// wins over contentLength.
-func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
-	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
+// keepRoom is what a keep buffer of n bytes needs to build the head in it
+// too: the fields, which may each grow by the space after the colon (a
+// field line is at least four bytes), and headRoom.
+func keepRoom(n int) int { return n + n + n/4 + headRoom }
+
+// KeepHead returns the response's head storage (engine.Keeper), empty: a
+// head handed over (its Status set) before WriteHeader is written before
+// Header()'s fields, and a Content-Length in Header() wins over its own.
+func (w *response) KeepHead() *engine.ResponseHead { return &w.head }
+
+// upstream returns the head the handler handed over, or nil.
+func (w *response) upstream() *engine.ResponseHead {
+	if w.head.Status == 0 {
+		return nil
+	}
+	return &w.head
 }
 
 // Refuse notes that the handler answers the request with a 4xx of queue's
-// own making, which the upstream never sees (Refuser): a glitch. Past the
+// own making, which the upstream never sees (engine.Refuser): a glitch. Past the
 // connection's budget (MaxGlitches) the response carries "Connection:
 // close" and the connection closes after it. It is called before the
 // response is written.
@@ -121,7 +141,7 @@ func (w *response) Refuse() {
 }
 
 // ConnCache returns bytes the handler may keep across the requests of the
-// connection, for what is the same on each of them (the proxy keeps the
+// connection (engine.Keeper), for what is the same on each of them (the proxy keeps the
 // forwarding fields it built). They are dropped with the connection.
 func (w *response) ConnCache() *[]byte { return &w.connCache }
 
@@ -136,7 +156,7 @@ func (w *response) release() {
 		w.wbuf = nil
 	}
 	pool.Put(w.keep)
-	w.keep = nil
+	w.keep, w.keepN = nil, 0
 }
 
 // Status reports the final status written so far (a 101, or one from 200),
@@ -166,7 +186,10 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.status, w.wroteHeader = code, true
 	w.noBody = code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
-	cl := w.linesCL
+	cl := int64(-1)
+	if up := w.upstream(); up != nil {
+		cl = up.ContentLength
+	}
 	if v := w.hdr["Content-Length"]; len(v) > 0 {
 		cl = -1
 		if n, ok := parseContentLength(v[0]); ok {
@@ -346,7 +369,13 @@ func (w *response) buildHead() []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = appendStatus(b, w.status)
 	b = append(b, "\r\n"...)
-	b = append(b, w.lines...)
+	date := false
+	if up := w.upstream(); up != nil {
+		for _, f := range up.Fields {
+			b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+		}
+		date = up.Date
+	}
 	b = w.appendFields(b)
 	switch {
 	case w.noBody:
@@ -375,7 +404,7 @@ func (w *response) buildHead() []byte {
 	case w.proto10 && w.ka10:
 		b = append(b, "Connection: keep-alive\r\n"...)
 	}
-	if _, ok := w.hdr["Date"]; !ok && !w.linesDate {
+	if _, ok := w.hdr["Date"]; !ok && !date {
 		b = append(b, "Date: "...)
 		b = httpsem.AppendDate(b)
 		b = append(b, "\r\n"...)
@@ -383,21 +412,24 @@ func (w *response) buildHead() []byte {
 	return append(b, "\r\n"...)
 }
 
-// headRoom is what a head needs beyond its field lines when the handler
-// set no fields of its own: a status line with the longest reason, a
+// headRoom is what a head needs beyond its fields when the handler set no
+// fields of its own: a status line with the longest reason, a
 // Content-Length, a Connection, a Date and the empty line, with margin.
 const headRoom = 192
 
 // headBuf returns an empty slice to build a head in. A proxied response
-// whose fields all came as lines (SetLines) is built in the room after
-// them in the keep buffer, when there is enough, with no buffer of its
-// own; else the head takes a pooled one (hb) until it is written.
+// whose fields all came in a handed-over head (KeepHead) is built in the
+// room after that head's bytes in the keep buffer (KeepBuffer), when there
+// is enough, with no buffer of its own; else the head takes a pooled one
+// (hb) until it is written.
 func (w *response) headBuf() []byte {
-	if n := len(w.lines); n > 0 && len(w.hdr) == 0 && cap(w.lines)-n >= n+headRoom {
-		return w.lines[n:n:cap(w.lines)]
+	if up := w.upstream(); up != nil && len(w.hdr) == 0 && w.keep != nil {
+		if n := w.keepN; cap(*w.keep) >= keepRoom(n) {
+			return (*w.keep)[n:n:cap(*w.keep)]
+		}
 	}
 	if w.hb == nil {
-		w.hb = pool.Get(len(w.lines) + 1<<10)
+		w.hb = pool.Get(w.keepN + 1<<10)
 	}
 	return (*w.hb)[:0]
 }
@@ -572,13 +604,3 @@ func appendStatus(b []byte, code int) []byte {
 }
 
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
-
-// Refuser is implemented by the response writers of queue's engines, this
-// package's and package h2's. A handler that answers a request with a 4xx
-// of queue's own making, which the upstream never sees, calls Refuse
-// before it writes the response: the connection counts the request against
-// its glitch budget (MaxGlitches here, h2.MaxGlitches on HTTP/2), so that a
-// client whose requests queue refuses again and again loses its
-// connection. A handler finds it through the wrappers of the layers in
-// front of it (Unwrap).
-type Refuser interface{ Refuse() }

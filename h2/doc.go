@@ -67,8 +67,9 @@
 //     stream's body buffer, at most the receive window (InitialWindow),
 //     and the window is given back as the handler reads it.
 //   - A response head is encoded into the stream's own buffer; the fields
-//     the proxy hands over as lines (SetLines) stay in the stream's keep
-//     buffer until the head is encoded. The encoder indexes nothing, so
+//     the proxy hands over (an engine.ResponseHead, internal/engine's
+//     Keeper) point into the stream's keep buffer until the head is
+//     encoded. The encoder indexes nothing, so
 //     nothing of a response outlives its stream.
 //   - The stream objects, with all of the above, are dropped with their
 //     connection.

@@ -24,7 +24,7 @@ func held(release <-chan struct{}) http.HandlerFunc {
 }
 
 // refuse is a handler that refuses every request with a 400 of its own, as
-// queue's proxy refuses a CONNECT (h1.Refuser).
+// queue's proxy refuses a CONNECT (engine.Refuser).
 func refuse(w http.ResponseWriter, r *http.Request) {
 	if rf, ok := w.(interface{ Refuse() }); ok {
 		rf.Refuse()

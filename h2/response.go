@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bufio"
-	"bytes"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 )
@@ -30,12 +30,9 @@ type response struct {
 	declared    int64 // Content-Length of the response, or -1
 	noBody      bool
 
-	// What the proxy hands over (the keeper interface of package proxy):
-	// the upstream's field lines, and storage that lives until the
-	// response is complete.
-	lines     []byte
-	linesCL   int64
-	linesDate bool
+	// What the proxy hands over (engine.Keeper): the upstream's head, and
+	// storage that lives until the response is complete.
+	head      engine.ResponseHead
 	keep      []byte
 	vals      []string
 	connCache []byte
@@ -49,7 +46,7 @@ func (w *response) reset() {
 	clear(w.hdr)
 	w.status, w.wroteHeader, w.headSent, w.ended = 0, false, false, false
 	w.written, w.declared, w.noBody = 0, -1, false
-	w.lines, w.linesCL, w.linesDate = nil, -1, false
+	w.head.Reset()
 	w.vals = w.vals[:0]
 }
 
@@ -62,8 +59,14 @@ func (w *response) Status() int { return w.status }
 // Written reports the body bytes written (stats.Reporter).
 func (w *response) Written() int64 { return w.written }
 
+// The engine's side of the contract with the proxy (package engine).
+var (
+	_ engine.Keeper  = (*response)(nil)
+	_ engine.Refuser = (*response)(nil)
+)
+
 // KeepBuffer returns n bytes that stay the handler's until the stream is
-// done.
+// done (engine.Keeper).
 func (w *response) KeepBuffer(n int) []byte {
 	if cap(w.keep) < n {
 		w.keep = make([]byte, n)
@@ -74,14 +77,21 @@ func (w *response) KeepBuffer(n int) []byte {
 // KeepValues returns scratch space for header value slices (KeepBuffer).
 func (w *response) KeepValues() *[]string { return &w.vals }
 
-// SetLines gives the upstream's field lines ("Name: value" and CRLF, no
-// framing or connection field), written before Header()'s fields.
-func (w *response) SetLines(lines []byte, contentLength int64, date bool) {
-	w.lines, w.linesCL, w.linesDate = lines, contentLength, date
+// KeepHead returns the response's head storage (engine.Keeper), empty: a
+// head handed over (its Status set) before WriteHeader is written before
+// Header()'s fields.
+func (w *response) KeepHead() *engine.ResponseHead { return &w.head }
+
+// upstream returns the head the handler handed over, or nil.
+func (w *response) upstream() *engine.ResponseHead {
+	if w.head.Status == 0 {
+		return nil
+	}
+	return &w.head
 }
 
 // Refuse notes that the handler answers the request with a 4xx of queue's
-// own making, which the upstream never sees (h1.Refuser): a glitch of
+// own making, which the upstream never sees (engine.Refuser): a glitch of
 // weight GlitchRefused (MaxGlitches), and the stream takes none back when
 // it ends. It is called before the response is written. Past the budget the
 // connection's next stream ends it with GOAWAY ENHANCE_YOUR_CALM: the read
@@ -164,8 +174,8 @@ func (w *response) contentLength() int64 {
 		}
 		return -1
 	}
-	if w.lines != nil {
-		return w.linesCL
+	if up := w.upstream(); up != nil {
+		return up.ContentLength
 	}
 	return -1
 }
@@ -235,20 +245,22 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // header map, and a Date if none came. end sets END_STREAM.
 func (w *response) writeHead(status int, end, final bool) {
 	b := appendStatus(w.block[:0], status)
-	date := w.linesDate
-	for lines := w.lines; final && len(lines) > 0; {
-		i := bytes.IndexByte(lines, '\n')
-		line := lines[:i-1]
-		lines = lines[i+1:]
-		colon := bytes.IndexByte(line, ':')
-		name := w.lowerName(line[:colon])
-		b = appendField(b, name, string(line[colon+2:]))
+	up := w.upstream()
+	if !final {
+		up = nil
+	}
+	date := false
+	if up != nil {
+		date = up.Date
+		for _, f := range up.Fields {
+			b = appendField(b, w.lowerName(f.Name), f.Value)
+		}
 	}
 	for k, vv := range w.hdr {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name := w.lowerName([]byte(k))
+		name := w.lowerName(k)
 		if connectionSpecific(name) {
 			continue
 		}
@@ -257,10 +269,10 @@ func (w *response) writeHead(status int, end, final bool) {
 		}
 		b = appendValues(b, name, vv)
 	}
-	if final && w.lines != nil && w.linesCL >= 0 && w.hdr["Content-Length"] == nil && status != http.StatusNoContent {
+	if up != nil && up.ContentLength >= 0 && w.hdr["Content-Length"] == nil && status != http.StatusNoContent {
 		// A HEAD or 304 response carries the length the upstream gave.
 		var d [20]byte
-		b = appendField(b, "content-length", string(strconv.AppendInt(d[:0], w.linesCL, 10)))
+		b = appendField(b, "content-length", string(strconv.AppendInt(d[:0], up.ContentLength, 10)))
 	}
 	if final && !date {
 		var d [32]byte
@@ -287,7 +299,7 @@ func (w *response) writeHead(status int, end, final bool) {
 
 // lowerName returns name in lowercase, in storage reused for the next
 // call.
-func (w *response) lowerName(name []byte) string {
+func (w *response) lowerName(name string) string {
 	l := append(w.lower[:0], name...)
 	for i, c := range l {
 		if 'A' <= c && c <= 'Z' {
@@ -432,7 +444,7 @@ func (w *response) writeTrailers() {
 	b := w.block[:0]
 	w.trailers = httpsem.AppendTrailerKeys(w.trailers[:0], w.hdr)
 	for _, k := range w.trailers {
-		if name := w.lowerName([]byte(k)); !connectionSpecific(name) {
+		if name := w.lowerName(k); !connectionSpecific(name) {
 			b = appendValues(b, name, w.hdr[k])
 		}
 	}
@@ -440,7 +452,7 @@ func (w *response) writeTrailers() {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		if name := w.lowerName([]byte(k[len(http.TrailerPrefix):])); name != "" && !connectionSpecific(name) {
+		if name := w.lowerName(k[len(http.TrailerPrefix):]); name != "" && !connectionSpecific(name) {
 			b = appendValues(b, name, vv)
 		}
 	}

@@ -4,9 +4,9 @@
 // The upstream protocol is fixed by configuration, never by what the client
 // spoke: "http1" uses queue's own HTTP/1.1 client on the wire package h1:
 // h1.go runs an exchange (the rewritten request head and a held body in one
-// write; the response head parsed by h1.ParseResponseLines into field lines
-// that queue's HTTP/1.1 engine writes as they are, or by h1.ParseResponse
-// into another writer's map), copy.go copies the response body,
+// write; the response head parsed by h1.ParseResponseFields into an
+// engine.ResponseHead that queue's engines, HTTP/1.1 and HTTP/2, write
+// without a header map, or by h1.ParseResponse into another writer's map), copy.go copies the response body,
 // upload.go streams a request body too large to hold, and pool.go keeps
 // the connections (replay on a fresh one for the idle-close race, idle
 // retirement, the reaper of departed clients). Everything of an exchange

@@ -74,7 +74,7 @@ func FuzzParseHead(f *testing.F) {
 		}
 
 		if err == nil {
-			linesAgree(t, head, rh, h)
+			fieldsAgree(t, head, rh, h)
 		}
 
 		resp, rerr := http.ReadResponse(bufio.NewReader(strings.NewReader(head)), nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http/httpguts"
 )
@@ -109,7 +110,7 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 	deadline := p.deadlineAt(r, now)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	var body []byte
-	if hb, ok := r.Body.(heldBody); ok && hasBody && r.ContentLength > 0 {
+	if hb, ok := r.Body.(engine.HeldBody); ok && hasBody && r.ContentLength > 0 {
 		body = hb.Held() // it came whole with the head: no copy
 	}
 	if body == nil && hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
@@ -305,7 +306,7 @@ func sendError(err error) error {
 
 // appendHead appends the request line and the rewritten header to b. It
 // does not allocate while the head fits in b's capacity. cache, when not
-// nil, is the client connection's (keeper.ConnCache): see appendForwarding.
+// nil, is the client connection's (engine.Keeper's ConnCache): see appendForwarding.
 func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool, cache *[]byte) []byte {
 	b = append(b, r.Method...)
 	b = append(b, ' ')
@@ -383,11 +384,12 @@ func appendForwarding(b []byte, o *headers.Outbound, cache *[]byte) []byte {
 const maxCachedHost = 255
 
 // readHead reads response heads until a final one (or a 101). Informational
-// responses other than 101 are skipped. For queue's HTTP/1.1 engine
-// (c.keeper) the final head's fields are kept as lines in the response's
-// keep buffer and handed to it (SetLines), so that it writes them out as
-// they are; for another writer, or a head that needs it
-// (h1.ParseResponseLines), they are added to h.
+// responses other than 101 are skipped. For one of queue's engines
+// (c.keeper, engine.Keeper) the final head is copied into the response's
+// keep buffer and its fields handed over in place (engine.ResponseHead,
+// KeepHead), so that the engine writes them out without a header map; for
+// another writer, or a head that needs it (h1.ParseResponseFields), they
+// are added to h.
 func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, error) {
 	for i := 0; ; i++ {
 		b, err := c.readBlock(max, i == 0)
@@ -395,20 +397,24 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 			return respHead{}, err
 		}
 		var (
-			rh      respHead
-			lines   []byte
-			asLines bool
+			rh       respHead
+			head     *engine.ResponseHead
+			asFields bool
 		)
 		if c.keeper != nil && !is101(b) {
-			// A line may grow by the space after its colon: a quarter more
-			// room (a field line is at least four bytes) is always enough.
-			dst := c.keeper.KeepBuffer(len(b) + len(b)/4)
-			rh, lines, asLines, err = parseResponseLines(b, dst[:0])
+			kb := c.keeper.KeepBuffer(len(b))
+			copy(kb, b)
+			head = c.keeper.KeepHead()
+			head.Reset()
+			rh, asFields, err = parseResponseFields(kb, &head.Fields)
 			if err != nil {
 				return rh, err
 			}
+			if !asFields {
+				head.Reset() // b goes by the map: own copies it again
+			}
 		}
-		if !asLines {
+		if !asFields {
 			vals := &c.vals
 			if c.keeper != nil {
 				vals = c.keeper.KeepValues() // the head is written after the exchange
@@ -420,8 +426,9 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 			}
 		}
 		if rh.Status >= 200 || rh.Status == http.StatusSwitchingProtocols {
-			if asLines {
-				c.keeper.SetLines(lines, rh.ContentLength, rh.Date)
+			if asFields {
+				head.ContentLength, head.Date = rh.ContentLength, rh.Date
+				head.Status = rh.Status // handed over
 			}
 			if method == http.MethodHead || rh.Status == http.StatusNoContent || rh.Status == http.StatusNotModified {
 				rh.Chunked, rh.ContentLength = false, 0
@@ -433,7 +440,7 @@ func (c *h1Conn) readHead(h http.Header, method string, max int) (respHead, erro
 		if i == max1xx {
 			return rh, fmt.Errorf("%w: too many 1xx responses", errBadResponse)
 		}
-		if asLines {
+		if asFields {
 			continue
 		}
 		conn := h[headers.Connection] // queue's own "close", if any
@@ -511,8 +518,8 @@ func (c *h1Conn) readBlock(max int, first bool) ([]byte, error) {
 }
 
 // own copies the head b where a map's fields may point into it until the
-// response is written: the client response's keep buffer (keeper, queue's
-// HTTP/1.1 engine, which writes the head after the handler returns), else
+// response is written: the client response's keep buffer (engine.Keeper,
+// queue's engines, which write the head after the handler returns), else
 // c.head, which goes back with the connection.
 func (c *h1Conn) own(b []byte) []byte {
 	var dst []byte
@@ -547,30 +554,14 @@ func noEOF(err error) error {
 	return err
 }
 
-// heldBody is implemented by queue's HTTP/1.1 engine's request body: the
-// whole body, when it is in the engine's read buffer already, lent until
-// the handler returns (h1's body.Held).
-type heldBody interface{ Held() []byte }
-
-// keeper is implemented by queue's HTTP/1.1 engine's response writer
-// (h1): bytes it keeps until the response is complete, which it writes
-// only after the handler returned. A response head read into them can be
-// passed on without copying its fields.
-type keeper interface {
-	KeepBuffer(n int) []byte
-	KeepValues() *[]string
-	SetLines(lines []byte, contentLength int64, date bool)
-	ConnCache() *[]byte
-}
-
-// keeperOf finds w's keeper through the layers' wrappers, or nil. It is
+// keeperOf finds w's engine.Keeper through the layers' wrappers, or nil. It is
 // writerAs for a keeper, written out: it runs on every request, and a type
 // assertion to a type parameter looks its method table up in the runtime's
 // itab table each time (about 140 instructions a request), where one to a
 // named interface is cached at its call site.
-func keeperOf(w http.ResponseWriter) keeper {
+func keeperOf(w http.ResponseWriter) engine.Keeper {
 	for {
-		if k, ok := w.(keeper); ok {
+		if k, ok := w.(engine.Keeper); ok {
 			return k
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // respHead is what the HTTP/1.1 client needs to know of an upstream
@@ -25,15 +26,15 @@ func parseResponse(b []byte, h http.Header, vals *[]string) (respHead, error) {
 	return rh, nil
 }
 
-// parseResponseLines is parseResponse with the fields appended to dst as
-// lines (h1.ParseResponseLines); ok is false for a head that must be
+// parseResponseFields is parseResponse with the fields appended to
+// *fields (h1.ParseResponseFields); ok is false for a head that must be
 // parsed into a map after all.
-func parseResponseLines(b, dst []byte) (rh respHead, lines []byte, ok bool, err error) {
-	rh, lines, ok, err = h1.ParseResponseLines(b, dst, isHopByHop)
+func parseResponseFields(b []byte, fields *[]engine.Field) (rh respHead, ok bool, err error) {
+	rh, ok, err = h1.ParseResponseFields(b, fields, isHopByHop)
 	if err != nil {
-		return rh, nil, false, fmt.Errorf("%w: %w", errBadResponse, err)
+		return rh, false, fmt.Errorf("%w: %w", errBadResponse, err)
 	}
-	return rh, lines, ok, nil
+	return rh, ok, nil
 }
 
 // isHopByHop is headers.IsHopByHop for fields named by no Connection

@@ -1,18 +1,16 @@
 package proxy
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
-	"net/textproto"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/queue-dev/queue/h1"
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // crlf turns the "\n" line ends of a test head into "\r\n".
@@ -169,7 +167,7 @@ func TestParseHead(t *testing.T) {
 		{name: "control in value", in: "HTTP/1.1 200 OK\nX-A: a\x01\n\n", wantErr: true},
 		{name: "bare cr line", in: "HTTP/1.1 200 OK\r\n\r\r\n\r\n", bareLF: true, wantErr: true},
 
-		// What the lines form (parseResponseLines) needs to know.
+		// What the fields form (parseResponseFields) needs to know.
 		{name: "date", in: "HTTP/1.1 200 OK\nDate: Wed, 25 Nov 2026 21:00:00 GMT\nX-A:1\n\n", want: rh{Status: 200, ContentLength: -1, Date: true}, wantH: http.Header{"Date": {"Wed, 25 Nov 2026 21:00:00 GMT"}, "X-A": {"1"}}},
 		{name: "trailer", in: "HTTP/1.1 200 OK\nTrailer: X-T\nTransfer-Encoding: chunked\n\n", want: rh{Status: 200, ContentLength: -1, Chunked: true}, wantH: http.Header{"Trailer": {"X-T"}}},
 		{name: "connection names a field", in: "HTTP/1.1 200 OK\nX-Hop: 1\nConnection: x-hop\nX-B: 2\n\n", want: rh{Status: 200, ContentLength: -1}, wantH: http.Header{"X-B": {"2"}}},
@@ -184,8 +182,8 @@ func TestParseHead(t *testing.T) {
 			}
 			h := http.Header{}
 			got, err := parseHead(in, h)
-			if _, _, _, lerr := parseHeadLines(in); (lerr == nil) != (err == nil) {
-				t.Errorf("parseResponseLines(%q) error = %v, parseResponse's = %v", in, lerr, err)
+			if _, _, _, lerr := parseHeadFields(in); (lerr == nil) != (err == nil) {
+				t.Errorf("parseResponseFields(%q) error = %v, parseResponse's = %v", in, lerr, err)
 			}
 			if tt.wantErr {
 				if !errors.Is(err, errBadResponse) {
@@ -199,7 +197,7 @@ func TestParseHead(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("parseHead(%q) = %+v, want %+v", in, got, tt.want)
 			}
-			linesAgree(t, in, got, h)
+			fieldsAgree(t, in, got, h)
 			for k, want := range tt.wantH {
 				if got := h[k]; !slices.Equal(got, want) {
 					t.Errorf("header %s = %q, want %q", k, got, want)
@@ -287,49 +285,46 @@ func TestParseContentLength(t *testing.T) {
 	}
 }
 
-// parseHeadLines parses a response head given as a string into lines, as
-// readHead does for queue's HTTP/1.1 engine.
-func parseHeadLines(s string) (respHead, []byte, bool, error) {
+// parseHeadFields parses a response head given as a string into an
+// engine.ResponseHead's fields, as readHead does for queue's engines.
+func parseHeadFields(s string) (respHead, []engine.Field, bool, error) {
 	b := []byte(s)
 	if n := h1.HeadEnd(b); n > 0 {
 		b = b[:n]
 	}
-	dst := make([]byte, 0, len(b)+len(b)/4) // what readHead gives
-	rh, lines, ok, err := parseResponseLines(b, dst)
-	if ok && cap(lines) != cap(dst) {
-		return rh, lines, ok, fmt.Errorf("lines of %d bytes outgrew their buffer of %d", len(lines), cap(dst))
-	}
-	return rh, lines, ok, err
+	var fields []engine.Field
+	rh, ok, err := parseResponseFields(b, &fields)
+	return rh, fields, ok, err
 }
 
-// linesAgree checks that parseResponseLines gives what parseResponse gave
-// (rh and h) for the head in: the same head, and lines that carry h's
-// fields but Content-Length, which the lines leave to rh. When the lines
-// form declines, the head must be one it declines.
-func linesAgree(t *testing.T, in string, rh respHead, h http.Header) {
+// fieldsAgree checks that parseResponseFields gives what parseResponse
+// gave (rh and h) for the head in: the same head, and fields that are h's
+// but Content-Length, which the fields leave to rh. When the fields form
+// declines, the head must be one it declines.
+func fieldsAgree(t *testing.T, in string, rh respHead, h http.Header) {
 	t.Helper()
-	got, lines, ok, err := parseHeadLines(in)
+	got, fields, ok, err := parseHeadFields(in)
 	if err != nil {
-		t.Errorf("parseResponseLines(%q) error = %v, parseResponse accepted it", in, err)
+		t.Errorf("parseResponseFields(%q) error = %v, parseResponse accepted it", in, err)
 		return
 	}
 	if !ok {
 		if _, trailer := h["Trailer"]; !trailer && len(connectionNames(in)) == 0 {
-			t.Errorf("parseResponseLines(%q) declined a head with no Trailer and no Connection option", in)
+			t.Errorf("parseResponseFields(%q) declined a head with no Trailer and no Connection option", in)
 		}
 		return
 	}
 	if got != rh {
-		t.Errorf("parseResponseLines(%q) = %+v, parseResponse's %+v", in, got, rh)
+		t.Errorf("parseResponseFields(%q) = %+v, parseResponse's %+v", in, got, rh)
 	}
-	back, err := textproto.NewReader(bufio.NewReader(strings.NewReader(string(lines) + "\r\n"))).ReadMIMEHeader()
-	if err != nil {
-		t.Fatalf("lines %q do not parse: %v", lines, err)
+	back := http.Header{}
+	for _, f := range fields {
+		back[f.Name] = append(back[f.Name], f.Value)
 	}
 	want := h.Clone()
 	delete(want, "Content-Length")
-	if !maps.EqualFunc(http.Header(back), want, slices.Equal) {
-		t.Errorf("parseResponseLines(%q) lines %q, want the fields %q", in, lines, want)
+	if !maps.EqualFunc(back, want, slices.Equal) {
+		t.Errorf("parseResponseFields(%q) fields %q, want %q", in, fields, want)
 	}
 }
 

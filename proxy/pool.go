@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/netio"
 	"github.com/queue-dev/queue/internal/pool"
 )
@@ -148,14 +149,14 @@ type h1Conn struct {
 	chunkHead  [18]byte // a streamed body's chunk-size line (sendPiece)
 
 	// head and vals hold a response head and its value slices when the
-	// client's response is not queue's HTTP/1.1 engine's (no keeper): the
+	// client's response is not one of queue's engines' (no keeper): the
 	// fields are then copied (ownStrings) before the connection goes back,
 	// and head is given back with it (detach).
 	head *[]byte
 	vals []string
-	// keeper is the client response's buffer keeper while an exchange for
-	// queue's HTTP/1.1 engine runs (readHead, own), else nil.
-	keeper keeper
+	// keeper is the client response's engine.Keeper while an exchange
+	// for one of queue's engines runs (readHead, own), else nil.
+	keeper engine.Keeper
 }
 
 // watch tells the reaper that c carries r; the first exchange in flight

@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/peer"
 )
 
@@ -244,7 +244,7 @@ func peerAddr(remote string) netip.Addr {
 // (HTTP/2) by panicking with http.ErrAbortHandler, which the server
 // recovers. A 4xx, or a body the client may still be sending, closes an
 // HTTP/1.1 connection after the response; a 4xx is also a glitch of the
-// connection's (h1.Refuser), which on HTTP/2 counts against its budget.
+// connection's (engine.Refuser), which on HTTP/2 counts against its budget.
 func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := StatusFor(err)
 	switch {
@@ -268,7 +268,7 @@ func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if code >= 400 && code < 500 {
-		if rf, ok := writerAs[h1.Refuser](w); ok {
+		if rf, ok := writerAs[engine.Refuser](w); ok {
 			rf.Refuse()
 		}
 	}

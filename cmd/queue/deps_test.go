@@ -12,7 +12,8 @@ import (
 //
 // From the bottom up: the basement (internal/...: raw socket I/O, buffer
 // pools, time, the peer context, the HTTP semantics both engines share,
-// the panic log) imports nothing of ours; the wire and engines (h1, h2)
+// the panic log, and the engines' contract with the proxy) imports nothing
+// of ours; the wire and engines (h1, h2)
 // import only the basement, and h2 nothing of h1; the upstream side
 // (proxy) imports the HTTP/1.1 wire (h1), headers and the basement, and
 // never the client-facing server (ingress) nor the HTTP/2 engine; ingress
@@ -22,7 +23,7 @@ import (
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
-	basement := []string{"internal/clock", "internal/gostack", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
+	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
 	with := func(own ...string) []string { return append(own, basement...) }
 	// allowed lists, per package, the module's own packages it may import
 	// and what outside the standard library it may link.
@@ -57,7 +58,11 @@ func TestDependencyDirection(t *testing.T) {
 		// shares the basement with h1, and nothing of h1's.
 		"h2": {own: basement, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
 		// The basement: imports nothing of ours.
-		"internal/clock":   {},
+		"internal/clock": {},
+		// engine is the contract between the engines and the proxy: the
+		// response head the upstream client writes and both engines read,
+		// and the capabilities an engine offers a handler.
+		"internal/engine":  {},
 		"internal/gostack": {},
 		"internal/httpsem": {},
 		"internal/netio":   {},

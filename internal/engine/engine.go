@@ -1,0 +1,97 @@
+// Package engine is the contract between queue's serving engines (h1, the
+// HTTP/1.1 engine, and h2, the HTTP/2 engine) and the handler behind them
+// that proxies (package proxy): what an engine offers a handler beyond
+// net/http's http.ResponseWriter, and the protocol-neutral form of a
+// response head that the proxy's upstream client writes and both engines
+// read.
+//
+// The capabilities are optional interfaces, declared here by the side
+// that provides them, as net/http declares http.Flusher: a handler asserts
+// them on its ResponseWriter (or request body), through the Unwrap chain of
+// the layers in front of it, and does without when they are not there
+// (net/http's own server, a test's recorder). Both engines assert at
+// compile time that they implement them.
+//
+// It imports nothing of queue's, so that the engines and the proxy, which
+// must not import each other, can both import it.
+package engine
+
+// Field is one field of a response head: its name in the canonical form
+// net/http uses for header keys ("Content-Type"), and its value, trimmed.
+type Field struct {
+	Name, Value string
+}
+
+// ResponseHead is a response head passed on as it came from the upstream,
+// without a header map: the upstream client parses the head into it and
+// the engine writes the fields in its own wire format (HTTP/1.1 lines,
+// HTTP/2 HPACK fields), before those of the handler's Header().
+//
+// Fields holds no framing or connection-specific field (Content-Length,
+// Transfer-Encoding, Connection and those it names, Keep-Alive, Upgrade,
+// ...), and no Trailer: a head that needs any of them handled goes by the
+// header map instead. Names and values are valid (token names, no CR, LF or
+// NUL in values). Their strings point into the keep buffer (Keeper's
+// KeepBuffer), which stays unchanged until the response is complete.
+type ResponseHead struct {
+	// Status is the upstream's final status, which the handler also writes
+	// with WriteHeader. 0 means that no head was handed over: the engine
+	// ignores the rest.
+	Status int
+	// Fields are the end-to-end fields, in the upstream's order.
+	Fields []Field
+	// ContentLength is the Content-Length that came with the head, or -1:
+	// the engine frames the response by it (a Content-Length the handler
+	// sets in Header() wins), and a HEAD or 304 response carries it.
+	ContentLength int64
+	// Date reports that a Date field is among Fields, so that the engine
+	// adds none of its own.
+	Date bool
+}
+
+// Reset empties h for a new response, keeping the storage of Fields.
+func (h *ResponseHead) Reset() {
+	clear(h.Fields) // no string stays reachable from the storage
+	*h = ResponseHead{Fields: h.Fields[:0], ContentLength: -1}
+}
+
+// Keeper is implemented by the response writers of queue's engines, which
+// write the response head only after the handler has returned or at its
+// first write: storage they keep for the handler until the response is
+// complete, so that an upstream's head can be read into it and handed over
+// without copying its fields into a header map.
+type Keeper interface {
+	// KeepBuffer returns n bytes that stay the handler's until the
+	// response is complete. A second call may return the same storage.
+	KeepBuffer(n int) []byte
+	// KeepValues returns scratch space for header value slices that stays
+	// the handler's until the response is complete, for a head parsed into
+	// the header map with its strings in KeepBuffer's storage.
+	KeepValues() *[]string
+	// KeepHead returns the response's head storage, empty (Status 0). The
+	// handler fills it, its strings in KeepBuffer's storage, and hands it
+	// over by setting Status, before it calls WriteHeader.
+	KeepHead() *ResponseHead
+	// ConnCache returns bytes the handler may keep across the requests of
+	// one client connection (the proxy keeps the forwarding fields it
+	// built there). They are dropped with the connection.
+	ConnCache() *[]byte
+}
+
+// HeldBody is implemented by the request body of queue's HTTP/1.1 engine,
+// which may have come whole with its head: Held returns it where it lies
+// in the engine's read buffer, lent until the handler returns, and marks it
+// read; or nil when it did not come whole.
+type HeldBody interface {
+	Held() []byte
+}
+
+// Refuser is implemented by the response writers of queue's engines. A
+// handler that answers a request with a 4xx of queue's own making, which
+// the upstream never sees, calls Refuse before it writes the response: the
+// connection counts the request against its glitch budget (h1.MaxGlitches,
+// h2.MaxGlitches), so that a client whose requests queue refuses again and
+// again loses its connection.
+type Refuser interface {
+	Refuse()
+}
