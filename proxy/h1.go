@@ -16,7 +16,6 @@ import (
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/pool"
-	"golang.org/x/net/http/httpguts"
 )
 
 const (
@@ -94,168 +93,225 @@ var (
 
 // serveH1 proxies r over an HTTP/1.1 upstream connection. It returns an
 // error only when nothing was written to w yet; a failure after the
-// response started aborts it (see abort).
+// response started aborts it (see abort). It runs in three steps: the
+// request is prepared once (prepareH1), sent and its response head read
+// (sendH1), again on a new connection when the idle-close race allows,
+// and the response passed on (finishH1).
 func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbound) error {
-	target := r.RequestURI
-	if r.Method == http.MethodConnect || target == "" || (target[0] != '/' && target != "*") {
-		// CONNECT and absolute-form targets are for forward proxies; an
-		// origin's sidecar has no use for them.
-		return fmt.Errorf("%w: target %q", errBadRequest, truncate(target))
+	var q h1Request
+	err := p.prepareH1(&q, w, r, o)
+	defer pool.Put(q.buf) // nil when the body was not read into one
+	if err != nil {
+		return err
 	}
-	if !httpguts.ValidHostHeader(o.Host) {
-		return fmt.Errorf("%w: host %q", errBadRequest, truncate(o.Host))
-	}
-	ctx := r.Context()
-	now := time.Now() // one clock read for the deadline and the pool's expiry check
-	deadline := p.deadlineAt(r, now)
-	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	var body []byte
-	if hb, ok := r.Body.(engine.HeldBody); ok && hasBody && r.ContentLength > 0 {
-		body = hb.Held() // it came whole with the head: no copy
-	}
-	if body == nil && hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
-		buf := pool.Get(int(r.ContentLength))
-		defer pool.Put(buf)
-		body = (*buf)[:r.ContentLength]
-		rc := http.NewResponseController(w)
-		if !deadline.IsZero() {
-			rc.SetReadDeadline(deadline) // a client that sends its body slowly is cut at --timeout
+	for attempt := 0; ; attempt++ {
+		c, bw, rh, retry, err := p.sendH1(&q, w, o, attempt)
+		switch {
+		case retry:
+			continue
+		case err != nil:
+			return err
 		}
-		_, err := io.ReadFull(r.Body, body)
-		if err != nil {
+		return p.finishH1(&q, w, o, c, bw, &rh)
+	}
+}
+
+// h1Request is a request as serveH1 prepared it, the same for every
+// attempt. The rewrite of its header (headers.Outbound) is not in it but
+// passed beside it: it lives on ServeHTTP's stack, and what is stored in
+// an h1Request is taken to leak (its body is handed to the connection's
+// writes).
+type h1Request struct {
+	r        *http.Request
+	target   string    // origin-form or "*" (upstreamTarget)
+	now      time.Time // when the request was ready: the pool's expiry check
+	deadline time.Time // --timeout's, or zero
+	hasBody  bool
+	// body is the whole request body in hand, lent by the engine
+	// (engine.HeldBody) or read into buf: it can be sent again. nil with
+	// hasBody: the body is streamed (stream).
+	body   []byte
+	buf    *[]byte
+	stream bool          // the body is read from the client as it is sent
+	keep   engine.Keeper // the client response's, or nil
+}
+
+// prepareH1 checks r's target and Host, takes its deadline and holds its
+// body when it is small enough to hold (smallBody), so that it can be
+// sent again.
+func (p *Proxy) prepareH1(q *h1Request, w http.ResponseWriter, r *http.Request, o *headers.Outbound) error {
+	target, err := upstreamTarget(r, o)
+	if err != nil {
+		return err
+	}
+	q.r, q.target = r, target
+	q.now = time.Now() // one clock read for the deadline and the pool's expiry check
+	q.deadline = p.deadlineAt(r, q.now)
+	q.hasBody = r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	if hb, ok := r.Body.(engine.HeldBody); ok && q.hasBody && r.ContentLength > 0 {
+		q.body = hb.Held() // it came whole with the head: no copy
+	}
+	if q.body == nil && q.hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
+		q.buf = pool.Get(int(r.ContentLength))
+		q.body = (*q.buf)[:r.ContentLength]
+		rc := http.NewResponseController(w)
+		if !q.deadline.IsZero() {
+			rc.SetReadDeadline(q.deadline) // a client that sends its body slowly is cut at --timeout
+		}
+		if _, err := io.ReadFull(r.Body, q.body); err != nil {
 			// The deadline stays: the serving engine must not wait for
 			// the rest of a body that did not come in time before it
 			// closes.
 			return bodyError(err)
 		}
-		if !deadline.IsZero() {
+		if !q.deadline.IsZero() {
 			rc.SetReadDeadline(time.Time{})
 		}
-		now = time.Now() // the body may have taken a while: the pool's expiry check wants the time
+		q.now = time.Now() // the body may have taken a while: the pool's expiry check wants the time
 	}
 	// A streamed body is read from the client as it is sent: once it went
 	// out on a connection that failed, it cannot be sent again.
-	stream := hasBody && body == nil
+	q.stream = q.hasBody && q.body == nil
+	q.keep = keeperOf(w)
+	return nil
+}
 
-	keep := keeperOf(w)
-	for attempt := 0; ; attempt++ {
-		var c *h1Conn
-		var err error
-		if attempt == 0 {
-			// A request that cannot be sent twice takes no pooled
-			// connection the upstream has closed already (get's check).
-			c, err = p.h1.get(ctx, now, stream || !mayReplay(r, 1))
-		} else {
-			c, err = p.h1.dial(ctx)
-		}
-		if err != nil {
-			// A refused connect reached nothing: it is tried again, within
-			// --upstream-retry-window (reconnect).
-			err = p.reconnect(ctx, deadline, err, func() (err error) {
-				c, err = p.h1.dial(ctx)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-		}
-		c.watch(r)
-		c.keeper = keep
-		c.setDeadline(deadline)
-		if p.start > 0 {
-			c.setReadDeadline(earliest(deadline, p.start))
-		}
-		// The head is built in the write buffer's space (AvailableBuffer).
-		var cache *[]byte
-		if keep != nil {
-			cache = keep.ConnCache()
-		}
-		head := appendHead(c.bw.AvailableBuffer(), r, o, target, r.ContentLength, hasBody, stream && r.ContentLength < 0, cache)
-		var bw *bodyWriter
-		if stream {
-			c.bw.Write(head)
-			bw = startBody(w, c, r, deadline)
-		} else {
-			err = c.exchange(head, body)
-		}
-		var rh respHead
-		if err == nil {
-			rh, err = c.readHead(w.Header(), r.Method, p.h1.maxHeader)
-		}
-		if err != nil {
-			c.unwatch(r)
-			// Read before bw.stop: stop's interrupt fails the body's
-			// read, and a server may cancel the request's context when
-			// a body read fails (net/http's HTTP/1 server does), which
-			// would then read as a client gone.
-			gone := ctx.Err()
-			werr := bw.stop(c)
-			c.close()
-			switch {
-			case gone != nil:
-				return gone
-			case werr != nil && !isStale(err) && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
-				// The client's body failed, which woke the response read.
-				// Not when the upstream closed the connection before
-				// responding: that came first, and the body writer's
-				// timeout is only bw.stop's interrupt.
-				return werr
-			case attempt == 0 && c.reused && !stream && isStale(err) && mayReplay(r, 1):
-				// The upstream closed an idle connection as we reused it
-				// (the idle-close race): nothing of a response was read, and
-				// the request is whole in hand (no body, or one held), so
-				// an idempotent one is sent again, once (mayReplay), on a
-				// new connection: get might return another stale one. A
-				// POST or PATCH gets 502: the upstream may have read it
-				// before it closed, and applying it twice is the worse
-				// harm. get's check spares it the commoner case, a
-				// connection whose close had arrived before the request.
-				continue
-			}
-			return err
-		}
-		c.keepAlive = rh.KeepAlive
-		if c.keeper == nil {
-			// Not queue's HTTP/1.1 engine: the fields must not point into
-			// c.head, which goes back with the connection, and HTTP/2's
-			// HPACK encoder keeps field strings in its table for the life
-			// of the connection.
-			ownStrings(w.Header())
-		}
-		if rh.Status == http.StatusSwitchingProtocols {
-			bw.stop(c) // a streaming body writer must be done before the buffers go
-			if !c.unwatch(r) {
-				c.close()
-				return ctx.Err()
-			}
-			if !o.WebSocket || stream {
-				c.close()
-				return fmt.Errorf("%w: unrequested 101", errBadResponse)
-			}
-			return p.tunnel(w, c, &rh)
-		}
-		if p.start > 0 {
-			c.setReadDeadline(deadline) // the response started: back to the whole deadline
-		}
-		err = c.copyResponse(w, &rh, deadline, p.idle)
-		clean := c.unwatch(r) && err == nil && !rh.Close
-		if werr := bw.stop(c); werr != nil {
-			clean = false
-		}
-		if clean {
-			p.h1.put(c)
-		} else {
-			c.close()
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, errClientGone) || ctx.Err() != nil:
-			// Nothing can reach the client any more; the request is over.
-		default:
-			abort()
-		}
-		return nil
+// framing returns how the request head declares q's body.
+func (q *h1Request) framing() framing {
+	return framing{length: q.r.ContentLength, body: q.hasBody, chunked: q.stream && q.r.ContentLength < 0}
+}
+
+// sendH1 makes one attempt at q: a connection (pooled on the first attempt,
+// new on the next), the request sent, the response head read into w's
+// header. On success the connection is watched and carries the response
+// (and bw, a streaming body writer, is running when the body streams). On
+// failure the connection is closed, and retry reports that the request
+// may be sent again: the upstream closed an idle connection as it was
+// reused.
+func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound, attempt int) (c *h1Conn, bw *bodyWriter, rh respHead, retry bool, err error) {
+	r := q.r
+	ctx := r.Context()
+	if attempt == 0 {
+		// A request that cannot be sent twice takes no pooled
+		// connection the upstream has closed already (get's check).
+		c, err = p.h1.get(ctx, q.now, q.stream || !mayReplay(r, 1))
+	} else {
+		c, err = p.h1.dial(ctx)
 	}
+	if err != nil {
+		// A refused connect reached nothing: it is tried again, within
+		// --upstream-retry-window (reconnect).
+		err = p.reconnect(ctx, q.deadline, err, func() (err error) {
+			c, err = p.h1.dial(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, nil, rh, false, err
+		}
+	}
+	c.watch(r)
+	c.keeper = q.keep
+	c.setDeadline(q.deadline)
+	if p.start > 0 {
+		c.setReadDeadline(earliest(q.deadline, p.start))
+	}
+	// The head is built in the write buffer's space (AvailableBuffer).
+	var cache *[]byte
+	if q.keep != nil {
+		cache = q.keep.ConnCache()
+	}
+	head := appendHead(c.bw.AvailableBuffer(), r, o, q.target, q.framing(), cache)
+	if q.stream {
+		c.bw.Write(head)
+		bw = startBody(w, c, r, q.deadline)
+	} else {
+		err = c.exchange(head, q.body)
+	}
+	if err == nil {
+		rh, err = c.readHead(w.Header(), r.Method, p.h1.maxHeader)
+	}
+	if err == nil {
+		return c, bw, rh, false, nil
+	}
+	c.unwatch(r)
+	// Read before bw.stop: stop's interrupt fails the body's read, and a
+	// server may cancel the request's context when a body read fails
+	// (net/http's HTTP/1 server does), which would then read as a client
+	// gone.
+	gone := ctx.Err()
+	werr := bw.stop(c)
+	c.close()
+	switch {
+	case gone != nil:
+		return nil, nil, rh, false, gone
+	case werr != nil && !isStale(err) && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
+		// The client's body failed, which woke the response read. Not
+		// when the upstream closed the connection before responding:
+		// that came first, and the body writer's timeout is only
+		// bw.stop's interrupt.
+		return nil, nil, rh, false, werr
+	case attempt == 0 && c.reused && !q.stream && isStale(err) && mayReplay(r, 1):
+		// The upstream closed an idle connection as we reused it (the
+		// idle-close race): nothing of a response was read, and the
+		// request is whole in hand (no body, or one held), so an
+		// idempotent one is sent again, once (mayReplay), on a new
+		// connection: get might return another stale one. A POST or PATCH
+		// gets 502: the upstream may have read it before it closed, and
+		// applying it twice is the worse harm. get's check spares it the
+		// commoner case, a connection whose close had arrived before the
+		// request.
+		return nil, nil, rh, true, err
+	}
+	return nil, nil, rh, false, err
+}
+
+// finishH1 passes on the response whose head sendH1 read on c: a 101 to
+// the tunnel, else the body to w; then c goes back to the pool when the
+// exchange ended cleanly. A failure once the response started aborts it.
+func (p *Proxy) finishH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound, c *h1Conn, bw *bodyWriter, rh *respHead) error {
+	r := q.r
+	ctx := r.Context()
+	c.keepAlive = rh.KeepAlive
+	if c.keeper == nil {
+		// Not one of queue's engines: the fields must not point into
+		// c.head, which goes back with the connection, and HTTP/2's
+		// HPACK encoder keeps field strings in its table for the life of
+		// the connection.
+		ownStrings(w.Header())
+	}
+	if rh.Status == http.StatusSwitchingProtocols {
+		bw.stop(c) // a streaming body writer must be done before the buffers go
+		if !c.unwatch(r) {
+			c.close()
+			return ctx.Err()
+		}
+		if !o.WebSocket || q.stream {
+			c.close()
+			return fmt.Errorf("%w: unrequested 101", errBadResponse)
+		}
+		return p.tunnel(w, c, rh)
+	}
+	if p.start > 0 {
+		c.setReadDeadline(q.deadline) // the response started: back to the whole deadline
+	}
+	err := c.copyResponse(w, rh, q.deadline, p.idle)
+	clean := c.unwatch(r) && err == nil && !rh.Close
+	if werr := bw.stop(c); werr != nil {
+		clean = false
+	}
+	if clean {
+		p.h1.put(c)
+	} else {
+		c.close()
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, errClientGone) || ctx.Err() != nil:
+		// Nothing can reach the client any more; the request is over.
+	default:
+		abort()
+	}
+	return nil
 }
 
 // bodyError classifies a failure to read the client's body: the client went
@@ -304,10 +360,18 @@ func sendError(err error) error {
 	return fmt.Errorf("write request: %w", err)
 }
 
-// appendHead appends the request line and the rewritten header to b. It
-// does not allocate while the head fits in b's capacity. cache, when not
-// nil, is the client connection's (engine.Keeper's ConnCache): see appendForwarding.
-func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n int64, hasBody, chunked bool, cache *[]byte) []byte {
+// framing is how a request head declares its body (RFC 9112 section 6).
+type framing struct {
+	length  int64 // the body's Content-Length, when it has one
+	body    bool  // the request has a body
+	chunked bool  // the body is streamed with no length: Transfer-Encoding: chunked
+}
+
+// appendHead appends the request line and the rewritten header to b,
+// the body declared as f says. It does not allocate while the head fits in
+// b's capacity. cache, when not nil, is the client connection's
+// (engine.Keeper's ConnCache): see appendForwarding.
+func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, f framing, cache *[]byte) []byte {
 	b = append(b, r.Method...)
 	b = append(b, ' ')
 	b = append(b, target...)
@@ -333,11 +397,11 @@ func appendHead(b []byte, r *http.Request, o *headers.Outbound, target string, n
 	}
 	b = appendForwarding(b, o, cache)
 	switch {
-	case chunked:
+	case f.chunked:
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	case hasBody:
+	case f.body:
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, n, 10)
+		b = strconv.AppendInt(b, f.length, 10)
 		b = append(b, "\r\n"...)
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		b = append(b, "Content-Length: 0\r\n"...)

@@ -19,11 +19,8 @@ import (
 // serveH2 proxies r over the h2c upstream transport. Like serveH1, it
 // returns an error only when nothing was written to w.
 func (p *Proxy) serveH2(w http.ResponseWriter, r *http.Request, o *headers.Outbound) error {
-	if r.Method == http.MethodConnect {
-		return fmt.Errorf("%w: CONNECT", errBadRequest)
-	}
-	if r.RequestURI != "" && r.RequestURI[0] != '/' && r.RequestURI != "*" {
-		return fmt.Errorf("%w: target %q", errBadRequest, truncate(r.RequestURI))
+	if _, err := upstreamTarget(r, o); err != nil {
+		return err
 	}
 	// HTTP/2 has no Upgrade (RFC 9113 section 8.2.2): a websocket request
 	// reaches an h2c upstream as a plain GET.
