@@ -122,10 +122,10 @@ func (w *response) upstream() *engine.ResponseHead {
 }
 
 // Refuse notes that the handler answers the request with a 4xx of queue's
-// own making, which the upstream never sees (engine.Refuser): a glitch. Past the
-// connection's budget (MaxGlitches) the response carries "Connection:
-// close" and the connection closes after it. It is called before the
-// response is written.
+// own making, which the upstream never sees (engine.Refuser): a glitch.
+// Past the connection's budget (MaxGlitches) the response carries
+// "Connection: close" and the connection closes after it. It is called
+// before the response is written.
 func (w *response) Refuse() {
 	if w.refused {
 		return
@@ -141,8 +141,9 @@ func (w *response) Refuse() {
 }
 
 // ConnCache returns bytes the handler may keep across the requests of the
-// connection (engine.Keeper), for what is the same on each of them (the proxy keeps the
-// forwarding fields it built). They are dropped with the connection.
+// connection (engine.Keeper), for what is the same on each of them (the
+// proxy keeps the forwarding fields it built). They are dropped with the
+// connection.
 func (w *response) ConnCache() *[]byte { return &w.connCache }
 
 // KeepValues returns scratch space for header value slices that stays the
