@@ -282,6 +282,9 @@ func (s *Server) watch() {
 	now := s.ticks.Add(1)
 	s.mu.Lock()
 	s.scratch = s.scratch[:0]
+	if s.round == 0 {
+		s.round = 1 // round 0 is no round: see below
+	}
 	for c := range s.conns {
 		if c.watch.Load() && now-c.since.Load() >= 2 && c.peekRound != s.round {
 			c.peekRound = s.round
