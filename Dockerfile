@@ -1,4 +1,4 @@
-# The same image as `go run ./cmd/image` (README, "Two commands"): one static
+# The same image as `go run ./cmd/image` (README, "Running it"): one static
 # binary at /queue on an empty base (scratch), owned by root, run as
 # 65532:65532; no shell, no libc, no other file.
 #   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t queue .

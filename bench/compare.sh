@@ -11,6 +11,8 @@
 #   OUT=/tmp/run1 bench/compare.sh              where results go (default
 #                                               ${TMPDIR:-/tmp}/queue-bench/<date-time>)
 #   bench/compare.sh --report DIR               summarise DIR/runs.tsv again
+#   RECORD=1 bench/compare.sh                   also append the summary's rows to
+#                                               bench/results/compare.tsv (record.sh)
 #
 # Each proxy is pinned to CPU $PROXY_CPU (0) and the load generator and the
 # upstream to CPU $LOAD_CPU (1). Writes OUT/runs.tsv (one row per measured
@@ -31,6 +33,8 @@ ROOT=$(cd "$HERE/.." && pwd)
 # nginx_conf, haproxy_conf, NGINX_CMD and HAPROXY_CMD: one copy, shared with sidecar.sh.
 # shellcheck source=bench/peers.sh
 source "$HERE/peers.sh"
+# shellcheck source=bench/record.sh
+source "$HERE/record.sh"
 ALL_PEERS=(direct nginx haproxy naive floor queue)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -574,3 +578,6 @@ stop "$UPSTREAM_PID"
 echo "took: $((SECONDS - begin)) s" >>"$OUT/meta.txt"
 
 report "$OUT"
+# With RECORD=1: the medians, one row per peer and scenario, into bench/results/compare.tsv.
+tail -n +2 "$OUT/summary.tsv" | awk -v run="$([[ -n "${QUICK:-}" ]] && echo quick || echo full)" '{ print run "\t" $0 }' |
+  record compare $'run\t'"$(head -1 "$OUT/summary.tsv")"

@@ -14,7 +14,8 @@
 # most 10 s), bad-first-frame (the preface, then a frame header that is not SETTINGS and a
 # payload that never completes; the attacker keeps writing after a GOAWAY; at most 10 s).
 # The proxy runs on CPU $PROXY_CPU (0), the attacker and the upstream on $LOAD_CPU (1).
-# Prints one row per proxy and attack; writes them to $OUT/hostile.tsv too.
+# Prints one row per proxy and attack; writes them to $OUT/hostile.tsv too, and with
+# RECORD=1 appends them to bench/results/hostile.tsv (record.sh).
 # Needs: go, nginx, haproxy, taskset. Every process it starts is stopped by PID on exit.
 set -euo pipefail
 
@@ -22,6 +23,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=bench/peers.sh
 source "$HERE/peers.sh"
+# shellcheck source=bench/record.sh
+source "$HERE/record.sh"
 PEERS=${PEERS:-"haproxy nginx queue"}
 ATTACKS=${ATTACKS:-"chunks-post chunks-response hpack-bomb bad-first-frame"}
 PROXY_CPU=${PROXY_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
@@ -95,3 +98,4 @@ for peer in $PEERS; do
     stop_tree "$pid"
   done
 done
+tail -n +2 "$OUT/hostile.tsv" | record hostile "$(head -1 "$OUT/hostile.tsv")"

@@ -8,12 +8,15 @@
 #
 #   bench/restart.sh                       20 tries, queue built from this checkout
 #   TRIES=5 QUEUE_BIN=/path/to/queue bench/restart.sh
+#   RECORD=1 bench/restart.sh              also append the rows to bench/results/restart.tsv
 #
 # Needs: go, h2load (nghttp2-client), curl. Every process it starts is stopped by PID.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/record.sh
+source "$HERE/record.sh"
 TRIES=${TRIES:-20}
 OUT=${OUT:-${TMPDIR:-/tmp}/queue-restart/$(date +%Y%m%d-%H%M%S)}
 P=${PORT_BASE:-18520}
@@ -32,7 +35,7 @@ trap cleanup EXIT
 fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 
 clean=0
-printf 'try\tload_s\trequests\tfailed\tfds_before\tfds_after\texit_ms\tstatus\tclean\n'
+printf 'try\tload_s\trequests\tfailed\tfds_before\tfds_after\texit_ms\tstatus\tclean\n' | tee "$OUT/restart.tsv"
 for ((i = 1; i <= TRIES; i++)); do
   d=$((14 + (i - 1) % 7))
   "$OUT/upstream" -listen "$UP" >/dev/null 2>&1 &
@@ -82,7 +85,9 @@ for ((i = 1; i <= TRIES; i++)); do
     ok=yes
     clean=$((clean + 1))
   fi
-  printf '%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n' "$i" "$d" "${total:-?}" "${failed:-?}" "$before" "$after" "$exit_ms" "$status" "$ok"
+  printf '%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n' "$i" "$d" "${total:-?}" "${failed:-?}" "$before" "$after" "$exit_ms" "$status" "$ok" |
+    tee -a "$OUT/restart.tsv"
 done
 echo "clean: $clean of $TRIES"
+tail -n +2 "$OUT/restart.tsv" | record restart "$(head -1 "$OUT/restart.tsv")"
 ((clean == TRIES))

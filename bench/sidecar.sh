@@ -12,6 +12,8 @@
 #                                             rates 250,1000 for 5 s after 1 s, about 2 minutes
 #   OUT=/tmp/side bench/sidecar.sh            where results go (default
 #                                             ${TMPDIR:-/tmp}/queue-bench/sidecar-<date-time>)
+#   RECORD=1 bench/sidecar.sh                 also append the summary's rows to
+#                                             bench/results/sidecar.tsv (record.sh)
 #
 # At rest, queue runs alone in a cgroup without a CPU limit on CPU
 # $PROXY_CPU: (a) 30 s with its upstream down and nobody probing, (b) 30 s
@@ -38,6 +40,8 @@ ROOT=$(cd "$HERE/.." && pwd)
 # nginx_conf, haproxy_conf, NGINX_CMD and HAPROXY_CMD: one copy, shared with compare.sh.
 # shellcheck source=bench/peers.sh
 source "$HERE/peers.sh"
+# shellcheck source=bench/record.sh
+source "$HERE/record.sh"
 ALL_PEERS=(nginx haproxy queue)
 VEGETA_VERSION=v12.13.0
 
@@ -321,3 +325,6 @@ cat "$OUT/table.md"
 echo
 [[ -z "${QUICK:-}" ]] || echo "QUICK=1: short rows; the targets are scaled to them, the figures are not for quoting."
 echo "results: $OUT"
+# With RECORD=1: every figure (part peer case figure value) into bench/results/sidecar.tsv.
+tail -n +2 "$SUMMARY" | awk -v run="$([[ -n "${QUICK:-}" ]] && echo quick || echo full)" '{ print run "\t" $0 }' |
+  record sidecar $'run\t'"$(head -1 "$SUMMARY")"
