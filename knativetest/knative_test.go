@@ -83,7 +83,7 @@ const requestLogTemplate = `{{.Request.Method}} {{.Request.URL.Path}} {{.Respons
 // TestKnativeReconciler runs queue under exactly the environment Knative
 // Serving's reconciler (resources.MakeDeployment) gives the queue-proxy
 // container of a revision, and checks that each of its variables is
-// consumed as README's "Use with Knative" table says. Knative's ports are
+// consumed as docs/contract.md section 9 says. Knative's ports are
 // fixed numbers (8012, 8112, 8022, 9090, 9091, and the app's 8080), so the
 // test runs itself again inside a private network namespace that has only
 // loopback.
@@ -148,7 +148,7 @@ func TestKnativeReconciler(t *testing.T) {
 		}
 	}
 	if len(names) != 27 {
-		t.Errorf("the reconciler gives %d variables, want the 27 README lists: %v", len(names), names)
+		t.Errorf("the reconciler gives %d variables, want the 27 the contract lists: %v", len(names), names)
 	}
 
 	// Queue, with that environment and nothing else but the certificate

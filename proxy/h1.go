@@ -25,7 +25,7 @@ const (
 	// a small body, which are written to the client straight out of it
 	// (Peek/Discard). A larger body is read into a pooled 64 KiB copy buffer
 	// held only while it is copied, so a request in flight pins 4 KiB of
-	// read buffer (memory at 1000 connections, README), and a 64 KiB
+	// read buffer (memory at 1000 connections, docs/performance.md), and a 64 KiB
 	// response takes two reads and one write to the client. (A first read
 	// of 64 KiB saves a read on a 16 KiB response, but splits a 64 KiB one,
 	// whose first read finds only part of it, into two writes, which costs

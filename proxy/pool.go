@@ -415,7 +415,7 @@ func (c *h1Conn) detach() {
 // releaseWriter gives the write buffer back as soon as the request is
 // sent: a request spends most of its life waiting for the response, and
 // holding 4 KiB for nothing meanwhile adds up over 1000 connections
-// (memory at 1000 connections, README).
+// (memory at 1000 connections, docs/performance.md).
 func (c *h1Conn) releaseWriter() {
 	if c.bw != nil {
 		c.bw.Reset(nil)

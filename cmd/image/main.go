@@ -47,7 +47,7 @@ const (
 )
 
 // exposedPorts are queue's default ports: serving, TLS serving, admin,
-// Knative's autoscaler Stat and Prometheus (README, "Flags"). EXPOSE is
+// Knative's autoscaler Stat and Prometheus (docs/contract.md section 1.2). EXPOSE is
 // documentation; standalone the Stat is on loopback.
 var exposedPorts = []string{"8012/tcp", "8112/tcp", "8022/tcp", "9090/tcp", "9091/tcp"}
 

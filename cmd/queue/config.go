@@ -16,7 +16,7 @@ import (
 )
 
 // Config is queue's validated configuration: the flags of docs/contract.md
-// section 1 (README, "Flags"), with what the Knative environment fills in.
+// section 1, with what the Knative environment fills in.
 type Config struct {
 	Upstream             string // host:port, ":8080" already turned into 127.0.0.1:8080
 	UpstreamProtocol     string // proxy.HTTP1 or proxy.H2C
@@ -481,7 +481,7 @@ func flagError(err error) error {
 }
 
 // fmtDuration writes whole seconds as seconds (300s, not 5m0s), as the
-// README and the Knative variables count them.
+// contract and the Knative variables count them.
 func fmtDuration(d time.Duration) string {
 	if d != 0 && d%time.Second == 0 {
 		return strconv.FormatInt(int64(d/time.Second), 10) + "s"

@@ -283,7 +283,7 @@ func TestSmuggling(t *testing.T) {
 		{name: "method of 33 bytes", raw: strings.Repeat("M", 33) + " / HTTP/1.1\r\nHost: a\r\n\r\n", pipeline: true, want: 400, check: noRequest},
 
 		// h2c smuggling: an upgrade with a body is served over HTTP/1.1
-		// (README, Decisions), and Upgrade/HTTP2-Settings never reach the
+		// (docs/decisions.md D9), and Upgrade/HTTP2-Settings never reach the
 		// upstream. With a Content-Length, the connection may stay open.
 		{name: "Upgrade h2c with a body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: 5\r\n\r\nhello", want: 200, check: noUpgradeHeaders},
 		{name: "Upgrade h2c with a chunked body", raw: post + "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", want: 200, check: noUpgradeHeaders},

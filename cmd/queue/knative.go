@@ -318,7 +318,7 @@ func (c *Config) proberOf(p k8sProbe) (probe.Prober, error) {
 // knativeEnv lists the 27 variables Knative Serving's reconciler gives its
 // queue-proxy container (makeQueueContainer in
 // pkg/reconciler/revision/resources/queue.go, v0.50), in its order, each
-// with what queue does with it. README's "Use with Knative" table says the
+// with what queue does with it. docs/contract.md section 9 says the
 // same (TestKnativeVarsDocumented), the startup line "knative environment"
 // lists the ones set, and knativetest/ checks the list against Knative's
 // own reconciler.

@@ -233,7 +233,7 @@ func TestKnativeEnvErrors(t *testing.T) {
 }
 
 // TestKnativeObservability: OBSERVABILITY_CONFIG, SERVING_LOGGING_CONFIG and
-// the TLS policy map onto queue's configuration as README's table says.
+// the TLS policy map onto queue's configuration as docs/contract.md section 9 says.
 func TestKnativeObservability(t *testing.T) {
 	t.Parallel()
 	tests := []configCase{{
