@@ -2,30 +2,18 @@ package chain
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/tracing"
 )
-
-// lockedBuffer is where the console exporter writes; the test reads it
-// after the tracer's shutdown.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // stdoutSpan is the part of a console exporter line the test reads.
 type stdoutSpan struct {
@@ -44,7 +32,7 @@ type stdoutSpan struct {
 // one refused with an error status.
 func TestWaitSpan(t *testing.T) {
 	t.Parallel()
-	var out lockedBuffer
+	var out testnet.SyncBuffer
 	tr, err := tracing.New(t.Context(), tracing.Config{
 		Getenv:     func(k string) string { return map[string]string{"OTEL_TRACES_EXPORTER": "console"}[k] },
 		SampleRate: 1, Stdout: &out,
@@ -88,7 +76,7 @@ func TestWaitSpan(t *testing.T) {
 	}
 
 	var spans []stdoutSpan
-	sc := bufio.NewScanner(&out.b)
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var s stdoutSpan

@@ -1,35 +1,15 @@
 package h2_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/internal/testnet"
 )
-
-// lockedBuffer is a log destination the engine writes from its
-// goroutines while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // panickingHandler panics from a function of its own, so that its name
 // is on the stack the engine logs.
@@ -38,7 +18,7 @@ func panickingHandler(w http.ResponseWriter, r *http.Request) { panic("boom") }
 // TestPanicLogsStack: a handler's panic is logged with its value and the
 // stack of the goroutine that ran the handler, as x/net/http2 logs it.
 func TestPanicLogsStack(t *testing.T) {
-	var logs lockedBuffer
+	var logs testnet.SyncBuffer
 	ts := startServer(t, &h2.Server{
 		Handler: http.HandlerFunc(panickingHandler),
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),

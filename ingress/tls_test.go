@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // writePair writes a self-signed pair named cn to dir/tls.crt and
@@ -67,30 +69,12 @@ type fakeClock struct {
 func (c *fakeClock) now() time.Time      { return c.t0.Add(time.Duration(c.d.Load())) }
 func (c *fakeClock) set(d time.Duration) { c.d.Store(int64(d)) }
 
-// lockedBuffer collects log lines from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.b.String(), s)
-}
-
-func newTestReloader(t *testing.T) (dir string, c *CertReloader, clock *fakeClock, logs *lockedBuffer) {
+func newTestReloader(t *testing.T) (dir string, c *CertReloader, clock *fakeClock, logs *testnet.SyncBuffer) {
 	t.Helper()
 	dir = t.TempDir()
 	writePair(t, dir, "one")
 	clock = &fakeClock{t0: time.Now()}
-	logs = &lockedBuffer{}
+	logs = &testnet.SyncBuffer{}
 	c, err := newCertReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"),
 		slog.New(slog.NewTextHandler(logs, nil)), clock.now)
 	if err != nil {
@@ -151,7 +135,7 @@ func TestCertReloadOnHandshake(t *testing.T) {
 		if got := handshake(t, c); got != st.want {
 			t.Errorf("%s: served %q at %v, want %q", st.name, got, st.at, st.want)
 		}
-		if got := logs.count("new certificate pair rejected"); got != st.wantRejected {
+		if got := strings.Count(logs.String(), "new certificate pair rejected"); got != st.wantRejected {
 			t.Errorf("%s: %d rejections logged, want %d", st.name, got, st.wantRejected)
 		}
 	}
@@ -180,7 +164,7 @@ func TestCertReloadConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got, want := logs.count("certificate reloaded"), 1; got != want {
+	if got, want := strings.Count(logs.String(), "certificate reloaded"), 1; got != want {
 		t.Errorf("%d reloads logged, want %d", got, want)
 	}
 	if got, want := handshake(t, c), "two"; got != want {

@@ -22,6 +22,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // testNow is a whole second, as HTTP dates are.
@@ -492,7 +494,7 @@ func TestShutdownTimeout(t *testing.T) {
 // recovery once.
 func TestExportFailureLogged(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testnet.SyncBuffer
 	answers := []answer{{status: 400}, {status: 400}, {status: 200}, {status: 200}}
 	rt := &roundTripper{answers: answers}
 	e := testExporter(t, Config{Logger: slogJSON(&logs)}, rt)

@@ -1,7 +1,6 @@
 package probe_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/probe"
 )
 
@@ -352,25 +352,11 @@ func seq(results ...error) func(int, time.Duration) error {
 
 var errDown = errors.New("connection refused")
 
-// syncBuffer is a log sink safe for the watcher's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// messages returns the msg of each log line.
-func (b *syncBuffer) messages(t *testing.T) []string {
+// messages returns the msg of each log line in b.
+func messages(t *testing.T, b *testnet.SyncBuffer) []string {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var msgs []string
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(b.String()) {
 		var rec struct{ Msg string }
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -438,7 +424,7 @@ func TestWatcherColdStart(t *testing.T) {
 			}
 			return nil
 		})
-		var logs syncBuffer
+		var logs testnet.SyncBuffer
 		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 		changed := w.Changed()
 		var readyAt time.Duration
@@ -507,7 +493,7 @@ func TestWatcherColdStart(t *testing.T) {
 			prev = c
 		}
 
-		msgs := logs.messages(t)
+		msgs := messages(t, &logs)
 		if got, want := count(msgs, "upstream not ready"), 0; got != want {
 			t.Errorf("%d %q lines after %d failed attempts, want %d", got, "upstream not ready", firstOK, want)
 		}
@@ -536,7 +522,7 @@ func TestWatcherFailureWhileReady(t *testing.T) {
 			errDown, // 7 at 2s+5fast
 			nil,     // 8 at 2s+6fast: ready again
 		))
-		var logs syncBuffer
+		var logs testnet.SyncBuffer
 		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 		stop := run(t, w)
 
@@ -578,7 +564,7 @@ func TestWatcherFailureWhileReady(t *testing.T) {
 		if got := s.times(); !equal(got, want) {
 			t.Errorf("probe times = %v, want %v", got, want)
 		}
-		if got, want := strings.Join(logs.messages(t), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
+		if got, want := strings.Join(messages(t, &logs), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
 			t.Errorf("log = %q, want %q", got, want)
 		}
 	})
@@ -660,7 +646,7 @@ func TestWatcherPeriod(t *testing.T) {
 		const period = 5 * time.Second
 		start := time.Now()
 		s := newScript(seq(errDown, errDown, nil, errDown, errDown, errDown, nil))
-		var logs syncBuffer
+		var logs testnet.SyncBuffer
 		w := &probe.Watcher{Prober: s, Period: period, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 		stop := run(t, w)
 
@@ -690,7 +676,7 @@ func TestWatcherPeriod(t *testing.T) {
 		if got := s.times(); !equal(got, want) {
 			t.Errorf("probe times = %v, want %v", got, want)
 		}
-		if got, want := strings.Join(logs.messages(t), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
+		if got, want := strings.Join(messages(t, &logs), ","), "upstream ready,upstream not ready,upstream ready"; got != want {
 			t.Errorf("log = %q, want %q", got, want)
 		}
 	})
@@ -701,7 +687,7 @@ func TestWatcherManyFailuresLogNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		s := newScript(seq(errDown))
-		var logs syncBuffer
+		var logs testnet.SyncBuffer
 		w := &probe.Watcher{Prober: s, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 		ch := w.Changed()
 		stop := run(t, w)
@@ -716,7 +702,7 @@ func TestWatcherManyFailuresLogNothing(t *testing.T) {
 		if isClosed(ch) {
 			t.Error("Changed() closed without a change of state")
 		}
-		if got := logs.messages(t); len(got) != 0 {
+		if got := messages(t, &logs); len(got) != 0 {
 			t.Errorf("log = %q, want nothing", got)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/tracing"
 	"go.opentelemetry.io/otel/trace"
 	collectortracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -653,29 +654,11 @@ func TestExportRequest(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination the exporter's goroutine may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestExportFailure(t *testing.T) {
 	t.Parallel()
 	// 400 is not retried (OTLP/HTTP "Failures"), so the export fails at once.
 	rc := newReceiver(t, http.StatusBadRequest)
-	var logs syncBuffer
+	var logs testnet.SyncBuffer
 	tr := newTracer(t, tracing.Config{
 		Getenv: getenv(rc, nil), SampleRate: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
@@ -833,7 +816,7 @@ func TestNewErrors(t *testing.T) {
 // OpenTelemetry's stdouttrace exporter, timestamps included.
 func TestConsoleExporter(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out testnet.SyncBuffer
 	tr := newTracer(t, tracing.Config{
 		Getenv:     func(k string) string { return map[string]string{"OTEL_TRACES_EXPORTER": "console"}[k] },
 		SampleRate: 1, Stdout: &out, ServiceName: "hello",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestAccessLogTemplate: with Knative's request-log template, each request
@@ -51,7 +53,7 @@ func TestAccessLogTemplate(t *testing.T) {
 				}
 				c.Knative.RequestLog = tmpl
 			}
-			var buf syncBuffer
+			var buf testnet.SyncBuffer
 			l := newAccessLog(c, &buf)
 			r := req()
 			for k, v := range tt.header {

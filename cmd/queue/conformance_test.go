@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // h2specCases is how many cases h2spec v2.2.1 runs without --strict.
@@ -190,7 +192,7 @@ func TestGRPCInterop(t *testing.T) {
 	upAddr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(upAddr)
 	srv := exec.Command(filepath.Join(bin, "server"), "--port="+port)
-	var srvOut syncBuffer
+	var srvOut testnet.SyncBuffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -21,11 +20,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestMain lets the test binary act as the queue command itself when
@@ -46,29 +46,11 @@ func queueCmd(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testQueue is a queue serving in this process on loopback ports.
 type testQueue struct {
 	app  *app
 	addr addrs
-	logs *syncBuffer
+	logs *testnet.SyncBuffer
 	// cert is the CA that signed the serving certificate (TLS only).
 	certPool *x509.CertPool
 }
@@ -110,7 +92,7 @@ func startQueueWith(t *testing.T, env map[string]string, mutate func(*Config), u
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &testnet.SyncBuffer{}
 	logger := newLogger(Config{LogFormat: "json", LogLevel: "debug"}, logs)
 	a, err := newApp(cfg, logger)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/ingress"
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/otlp"
 	"github.com/queue-dev/queue/probe"
 )
@@ -172,7 +173,7 @@ func TestLogLabels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf syncBuffer
+			var buf testnet.SyncBuffer
 			newLogger(c, &buf).Info("hello")
 			for _, want := range tt.want {
 				if !strings.Contains(buf.String(), want) {
@@ -546,7 +547,7 @@ func TestKnativeVarsDocumented(t *testing.T) {
 	}
 	all["USER_PORT"], all["QUEUE_SERVING_PORT"], all["QUEUE_SERVING_TLS_PORT"] = "8080", "8012", "8112"
 	c := Config{Getenv: env(all), Knative: Knative{Notes: []string{"a note"}}}
-	var buf syncBuffer
+	var buf testnet.SyncBuffer
 	logKnative(slog.New(slog.NewJSONHandler(&buf, nil)), c)
 	for _, v := range knativeEnv {
 		if !strings.Contains(buf.String(), `"`+v.name+`":`) {

@@ -8,19 +8,21 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // queueProcess runs queue as a child process with env (NAME=value) and
 // args, on ports of its own, and returns its listen address and what it
 // wrote to stdout and stderr; stop drains it with SIGTERM and waits for
 // exit 0.
-func queueProcess(t *testing.T, env []string, upstream string) (listen string, stdout, stderr *syncBuffer, stop func()) {
+func queueProcess(t *testing.T, env []string, upstream string) (listen string, stdout, stderr *testnet.SyncBuffer, stop func()) {
 	t.Helper()
 	listen, admin := freeAddr(t), freeAddr(t)
 	cmd := queueCmd(t, "--upstream", upstream, "--listen", listen, "--admin-listen", admin,
 		"--stats-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--drain-quiet-period", "0s")
 	cmd.Env = append(cmd.Env, env...)
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &testnet.SyncBuffer{}, &testnet.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/stats"
 	collectormetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	collectortracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -437,7 +438,7 @@ func TestTracingOTLP(t *testing.T) {
 // a line of JSON, OpenTelemetry's stdout exporter's.
 func TestTracingStdout(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out testnet.SyncBuffer
 	up := h1Upstream(t, http.HandlerFunc(echo))
 	q := startQueueWith(t, knativeOTelEnv(`{"tracing":{"protocol":"stdout"}}`),
 		func(c *Config) { c.TraceStdout = &out }, hostPort(up))

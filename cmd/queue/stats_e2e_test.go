@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // decodeStat decodes a Stat message by field number, independently of the
@@ -181,7 +183,7 @@ func TestPrometheusMetrics(t *testing.T) {
 // contract lists.
 func TestAccessLog(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testnet.SyncBuffer
 	l := &accessLog{w: &buf}
 	req := &http.Request{Method: "GET", URL: &url.URL{Path: "/a\"b\x01\xff", RawQuery: "q=1"}, Header: http.Header{}}
 	req.RemoteAddr = "127.0.0.1:5000"

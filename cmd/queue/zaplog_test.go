@@ -23,6 +23,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // knativeExampleLogging is zap-logger-config from the example block of
@@ -246,7 +248,7 @@ func TestZapFallback(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseConfig: %v, want the fallback", err)
 			}
-			var buf syncBuffer
+			var buf testnet.SyncBuffer
 			newLogger(c, &buf).Info("after")
 			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 			if len(lines) != 2 {

@@ -1,5 +1,5 @@
 // Package testnet holds what the tests of several packages need of the
-// network, so that each is written once. It is imported by tests only.
+// network, and a buffer their logs can go to, so that each is written once. It is imported by tests only.
 package testnet
 
 import (
