@@ -152,34 +152,15 @@ func TestKnativeReconciler(t *testing.T) {
 	}
 
 	// Queue, with that environment and nothing else but the certificate
-	// directory (Knative mounts it at a path a test cannot write).
-	cmd := exec.Command(os.Getenv("QUEUE_TEST_BINARY"))
-	cmd.Env = append(slices.Clone(env), "QUEUE_KNATIVE_CERT_DIR="+certDir)
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("queue's stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
-		}
-	}()
-	waitReady(t, exited)
+	// directory.
+	q := startQueue(t, env, certDir)
 
 	// config-logging's zap configuration sends the log to stdout, beside
 	// the request log.
-	lines := logLines(t, stdout.String())
+	lines := logLines(t, q.stdout.String())
 	start, kn := lines["queue starting"], lines["knative environment"]
 	if start == nil || kn == nil {
-		t.Fatalf("no startup lines:\n%s", stdout.String())
+		t.Fatalf("no startup lines:\n%s", q.stdout.String())
 	}
 	// Every setting is one queue honours or one Knative's queue-proxy
 	// ignores too: no warning.
@@ -315,16 +296,7 @@ func TestKnativeReconciler(t *testing.T) {
 	}
 
 	// SIGINT: drain at once, flush the traces, exit 0.
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("queue exited with %v after SIGINT", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("queue did not stop on SIGINT")
-	}
+	q.interrupt(t)
 	flushed := make(chan struct{})
 	go func() { exports.Wait(); close(flushed) }()
 	select {
@@ -339,7 +311,7 @@ func TestKnativeReconciler(t *testing.T) {
 	// The request log: the operator's template, a line per request, the
 	// probe included; the log's own lines are zap's, beside it.
 	var requests []string
-	for _, l := range strings.SplitAfter(stdout.String(), "\n") {
+	for _, l := range strings.SplitAfter(q.stdout.String(), "\n") {
 		if l != "" && !strings.HasPrefix(l, `{"severity":`) {
 			requests = append(requests, l)
 		}
@@ -347,11 +319,11 @@ func TestKnativeReconciler(t *testing.T) {
 	if got, want := strings.Join(requests, ""), "GET / 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /greet 200 5 "+revision+" "+namespace+" "+podIP+"\nGET /tls 200 5 "+revision+" "+namespace+" "+podIP+"\n"; got != want {
 		t.Errorf("request log %q, want %q", got, want)
 	}
-	if stderr.String() != "" {
-		t.Errorf("stderr %q, want nothing: the zap configuration's output is stdout", stderr.String())
+	if q.stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing: the zap configuration's output is stdout", q.stderr.String())
 	}
 	// SERVING_LOGGING_LEVEL=debug: the refused TLS 1.3 handshake is logged at debug.
-	if !strings.Contains(stdout.String(), `{"severity":"debug"`) {
+	if !strings.Contains(q.stdout.String(), `{"severity":"debug"`) {
 		t.Error("no debug line: SERVING_LOGGING_LEVEL=debug not honoured")
 	}
 }
@@ -519,6 +491,57 @@ func resolve(t *testing.T, env []corev1.EnvVar) []string {
 		out = append(out, e.Name+"="+v)
 	}
 	return out
+}
+
+// queueProcess is the queue under test, running under a revision's
+// environment.
+type queueProcess struct {
+	cmd            *exec.Cmd
+	stdout, stderr syncBuffer
+	exited         chan error
+	stopped        bool
+}
+
+// startQueue runs the queue under test with env and the certificate
+// directory (Knative mounts it at a path a test cannot write), and waits
+// until it says ready. Unless interrupt stopped it, it is killed when the
+// test ends, and its output is logged if the test failed.
+func startQueue(t *testing.T, env []string, certDir string) *queueProcess {
+	t.Helper()
+	q := &queueProcess{cmd: exec.Command(os.Getenv("QUEUE_TEST_BINARY")), exited: make(chan error, 1)}
+	q.cmd.Env = append(slices.Clone(env), "QUEUE_KNATIVE_CERT_DIR="+certDir)
+	q.cmd.Stdout, q.cmd.Stderr = &q.stdout, &q.stderr
+	if err := q.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { q.exited <- q.cmd.Wait() }()
+	t.Cleanup(func() {
+		if !q.stopped {
+			q.cmd.Process.Kill()
+			<-q.exited
+		}
+		if t.Failed() {
+			t.Logf("queue's stderr:\n%s\nstdout:\n%s", q.stderr.String(), q.stdout.String())
+		}
+	})
+	waitReady(t, q.exited)
+	return q
+}
+
+// interrupt sends queue SIGINT, which drains at once and flushes what it
+// exports, and wants it to exit 0 within 30 s.
+func (q *queueProcess) interrupt(t *testing.T) {
+	t.Helper()
+	q.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-q.exited:
+		q.stopped = true
+		if err != nil {
+			t.Errorf("queue exited with %v after SIGINT", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("queue did not stop on SIGINT")
+	}
 }
 
 // waitReady polls the admin port until queue says ready.

@@ -8,12 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,28 +68,9 @@ func TestKnativeOperatorTelemetry(t *testing.T) {
 			if listen != "127.0.0.1:8013" {
 				t.Fatalf("serving port %q, want Knative's 8013 for an h2c app", listen)
 			}
-			cmd := exec.Command(os.Getenv("QUEUE_TEST_BINARY"))
-			cmd.Env = append(slices.Clone(env), "QUEUE_KNATIVE_CERT_DIR="+certDir)
-			var stdout, stderr syncBuffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			stopped := false
-			defer func() {
-				if !stopped {
-					cmd.Process.Kill()
-					<-exited
-				}
-				if t.Failed() {
-					t.Logf("queue's stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
-				}
-			}()
 
 			// Ready: the httpGet probe found the app's h2c.
-			waitReady(t, exited)
+			q := startQueue(t, env, certDir)
 			if app.h2cProbes() == 0 {
 				t.Error("the app never saw an h2c probe")
 			}
@@ -137,16 +114,7 @@ func TestKnativeOperatorTelemetry(t *testing.T) {
 			}
 
 			// SIGINT: drain, flush the spans, exit 0.
-			cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case err := <-exited:
-				stopped = true
-				if err != nil {
-					t.Errorf("queue exited with %v after SIGINT", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("queue did not stop on SIGINT")
-			}
+			q.interrupt(t)
 			spans := rcv.spanNames()
 			if spans["kn.queueproxy.proxy"] != 1 || spans["GET"] != 1 {
 				t.Errorf("spans %v, want the server span GET and kn.queueproxy.proxy", spans)
@@ -155,7 +123,7 @@ func TestKnativeOperatorTelemetry(t *testing.T) {
 			// Every line of the log has Knative's keys and fields, wherever
 			// config-logging sends it; the request log is off.
 			n := 0
-			for _, out := range []string{stdout.String(), stderr.String()} {
+			for _, out := range []string{q.stdout.String(), q.stderr.String()} {
 				for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 					if l == "" {
 						continue
