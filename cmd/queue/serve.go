@@ -217,7 +217,12 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		a.pprofSrv = &http.Server{Handler: pmux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 	}
 
-	var lns []net.Listener
+	var lns []net.Listener // closed again if newApp fails after opening them
+	closeListeners := func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}
 	// Accepted connections get no TCP keep-alive, as in nginx and HAProxy
 	// by default: the idle and header timeouts end a connection that
 	// carries no request, and the four setsockopt calls per connection
@@ -228,9 +233,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	listen := func(addr string) (net.Listener, error) {
 		ln, err := lc.Listen(context.Background(), "tcp", addr)
 		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
+			closeListeners()
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
 		lns = append(lns, ln)
@@ -262,9 +265,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 	if pushCfg.URL != "" {
 		if a.pushExporter, err = otlp.New(pushCfg); err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
+			closeListeners()
 			return nil, &ConfigError{msg: err.Error()}
 		}
 	}
