@@ -14,12 +14,21 @@
 #                                             ${TMPDIR:-/tmp}/queue-bench/sidecar-<date-time>)
 #   RECORD=1 bench/sidecar.sh                 also append the summary's rows to
 #                                             bench/results/sidecar.tsv (record.sh)
+#   QUEUE_BASE_BIN=/tmp/q-before bench/sidecar.sh --part rest
+#                                             the at-rest rows of queue and of a
+#                                             baseline build (peer queuebase) side by
+#                                             side, in the same seconds
 #
 # At rest, queue runs alone in a cgroup without a CPU limit on CPU
 # $PROXY_CPU: (a) 30 s with its upstream down and nobody probing, (b) 30 s
 # down with a kubelet probe each second, (c) after 30 s more down the
 # upstream's port is bound and probes go every 5 ms: the time to the first
 # 200, (d) 60 s healthy with one autoscaler scrape and one probe a second.
+# With QUEUE_BASE_BIN, a second queue from that binary (peer queuebase, its
+# own cgroup, ports and upstream) goes through each row at the same time on
+# the same CPU: a figure of a few milliseconds a minute moves with the
+# machine from one minute to the next, so a change is read as the ratio of
+# the two in one run, not against a figure taken at another hour.
 # Held to 100m, each peer runs in a cgroup with QUOTA_MILLI of one CPU per
 # 100 ms on CPU $PROXY_CPU and vegeta sends it GET /1k open-loop at each
 # rate from CPU $LOAD_CPU. Writes OUT/table.md (printed), OUT/summary.tsv
@@ -28,7 +37,8 @@
 # Knobs (environment): RATES=250,500,1000,2000 DURATION=20 (s per rate)
 # WARMUP=3 (s of the same load before, not counted) QUOTA_MILLI=100
 # PROXY_CPU=0 LOAD_CPU=1 QUEUE_BIN (a prebuilt queue; default: the shipped
-# build of ./cmd/queue) OUT NETNS=auto|0 QUICK=1.
+# build of ./cmd/queue) QUEUE_BASE_BIN (a baseline queue for the at-rest
+# rows; default none) OUT NETNS=auto|0 QUICK=1.
 # Needs: root (cgroups), two CPUs, go (builds queue, the upstream, the
 # helper bench/sidecar and vegeta v12.13.0), taskset (util-linux), ps
 # (procps), timeout; nginx and haproxy (else their columns say "-");
@@ -73,6 +83,10 @@ RATES=${RATES:-250,500,1000,2000} DURATION=${DURATION:-20} WARMUP=${WARMUP:-3}
 QUOTA_MILLI=${QUOTA_MILLI:-100} PROXY_CPU=${PROXY_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
 UPSTREAM=127.0.0.1:18210
 QUEUE_LISTEN=127.0.0.1:18217 QUEUE_STATS=127.0.0.1:18223 QUEUE_METRICS=127.0.0.1:18224
+# The baseline's, with QUEUE_BASE_BIN: an upstream of its own, so that row c
+# binds one port for each.
+BASE_UPSTREAM=127.0.0.1:18219
+BASE_LISTEN=127.0.0.1:18218 BASE_ADMIN=127.0.0.1:18225 BASE_STATS=127.0.0.1:18226 BASE_METRICS=127.0.0.1:18227
 
 PEERS=()
 for p in "${ALL_PEERS[@]}"; do
@@ -105,7 +119,8 @@ if [[ -z "${SIDECAR_BIN:-}" ]]; then
 fi
 QUEUE_BIN=${QUEUE_BIN:-$SIDECAR_BIN/queue}
 SC=$SIDECAR_BIN/sidecar
-export QUEUE_BIN
+export QUEUE_BIN QUEUE_BASE_BIN=${QUEUE_BASE_BIN:-}
+[[ -z "$QUEUE_BASE_BIN" || -x "$QUEUE_BASE_BIN" ]] || die "QUEUE_BASE_BIN=$QUEUE_BASE_BIN is not an executable"
 
 # --- isolation: a network namespace of our own, with only lo ---------------
 NETNS=${NETNS:-auto}
@@ -207,6 +222,14 @@ peer() { # NAME: sets LISTEN and CMD, or returns 1 when the peer is not installe
         --admin-listen 127.0.0.1:18222 --stats-listen '$QUEUE_STATS'
         --metrics-listen '$QUEUE_METRICS' --drain-quiet-period 0s --drain-timeout 1s'
       CMD=${CMD//$'\n'/ } ;;
+    queuebase)
+      # The same command from QUEUE_BASE_BIN, on ports and an upstream of its own.
+      LISTEN=$BASE_LISTEN
+      # shellcheck disable=SC2016 # expanded by the bash -c that runs it
+      CMD='exec "$QUEUE_BASE_BIN" --upstream '$BASE_UPSTREAM' --listen "$BENCH_LISTEN"
+        --admin-listen '$BASE_ADMIN' --stats-listen '$BASE_STATS'
+        --metrics-listen '$BASE_METRICS' --drain-quiet-period 0s --drain-timeout 1s'
+      CMD=${CMD//$'\n'/ } ;;
   esac
 }
 
@@ -227,27 +250,65 @@ start_upstream() {
 }
 
 # --- at rest -------------------------------------------------------------------
+# The queues at rest: queue, and queuebase with QUEUE_BASE_BIN; for each, its
+# port, its upstream and its stats port.
+REST=(queue)
+declare -A REST_LISTEN=([queue]=$QUEUE_LISTEN [queuebase]=$BASE_LISTEN)
+declare -A REST_UP=([queue]=$UPSTREAM [queuebase]=$BASE_UPSTREAM)
+declare -A REST_STATS=([queue]=$QUEUE_STATS [queuebase]=$BASE_STATS)
+
+# each_rest SECONDS ARGS...: the helper for each queue at rest, all at the
+# same time; in ARGS, @Q@, @LISTEN@, @UP@ and @STATS@ stand for the queue's
+# name, port, upstream and stats port. Each queue's figures carry its name.
+each_rest() {
+  local q a pids=() args rc=0
+  for q in "${REST[@]}"; do
+    args=()
+    for a in "$@"; do
+      a=${a//@Q@/$q} a=${a//@LISTEN@/${REST_LISTEN[$q]}}
+      a=${a//@UP@/${REST_UP[$q]}} a=${a//@STATS@/${REST_STATS[$q]}}
+      args+=("$a")
+    done
+    helper "${args[@]}" -peer "$q" &
+    pids+=($!)
+  done
+  for q in "${pids[@]}"; do wait "$q" || rc=1; done
+  return $rc
+}
+
 run_rest() {
-  log "== at rest: queue alone on CPU $PROXY_CPU, in a cgroup without a limit; probes and scrapes from CPU $LOAD_CPU"
-  cg_create rest || return 1
-  peer queue
-  start queue "$LISTEN" "$PROXY_CPU" rest "$CMD" || return 1
-  local q=$PID cg=$CGROUP_PREFIX-rest
-  wait_for "$q" "queue's port" port_open "$LISTEN" || { stop "$q"; return 1; }
+  [[ -z "$QUEUE_BASE_BIN" ]] || REST=(queue queuebase)
+  log "== at rest: ${REST[*]} on CPU $PROXY_CPU, each in a cgroup without a limit; probes and scrapes from CPU $LOAD_CPU"
+  local q p started=() cg=$CGROUP_PREFIX-rest-@Q@
+  for q in "${REST[@]}"; do
+    cg_create "rest-$q" || return 1
+    peer "$q"
+    start "$q" "$LISTEN" "$PROXY_CPU" "rest-$q" "$CMD" || return 1
+    started+=("$PID")
+    wait_for "$PID" "$q's port" port_open "$LISTEN" || return 1
+  done
   log "a: upstream down, nobody probing, ${IDLE} s after 2 s"
-  helper $((IDLE + 30)) idle -cgroup "$cg" -case a -settle 2s -duration "${IDLE}s"
+  each_rest $((IDLE + 30)) idle -cgroup "$cg" -case a -settle 2s -duration "${IDLE}s"
   log "b: upstream down, a kubelet probe each second, ${IDLE} s"
-  helper $((IDLE + 30)) idle -cgroup "$cg" -case b -duration "${IDLE}s" -probe "http://$LISTEN/"
+  each_rest $((IDLE + 30)) idle -cgroup "$cg" -case b -duration "${IDLE}s" -probe "http://@LISTEN@/"
   log "c: ${DOWN} s more down, then the upstream's port is bound; probes every 5 ms"
-  helper $((DOWN + 30)) firstok -cgroup "$cg" -case c -down "${DOWN}s" -listen "$UPSTREAM" \
-    -probe "http://$LISTEN/" -probe-every 5ms -timeout 10s
-  start_upstream || { stop "$q"; return 1; }
-  wait_for "$q" "queue to the upstream" answers_200 "$LISTEN" /1k || { stop "$q"; return 1; }
+  each_rest $((DOWN + 30)) firstok -cgroup "$cg" -case c -down "${DOWN}s" -listen "@UP@" \
+    -probe "http://@LISTEN@/" -probe-every 5ms -timeout 10s
+  start_upstream || return 1
+  if [[ -n "$QUEUE_BASE_BIN" ]]; then
+    # shellcheck disable=SC2016
+    start upstreambase "$BASE_UPSTREAM" "$LOAD_CPU" "" 'exec "$SIDECAR_BIN/upstream" -listen "$BENCH_LISTEN"' || return 1
+    started+=("$PID")
+    wait_for "$PID" "the baseline's upstream" answers_200 "$BASE_UPSTREAM" /1k || return 1
+  fi
+  for q in "${REST[@]}"; do
+    wait_for "${started[0]}" "$q to its upstream" answers_200 "${REST_LISTEN[$q]}" /1k || return 1
+  done
   log "d: healthy, one scrape and one kubelet probe each second, ${HEALTHY} s after 2 s"
-  helper $((HEALTHY + 30)) idle -cgroup "$cg" -case d -settle 2s -duration "${HEALTHY}s" \
-    -probe "http://$LISTEN/" -scrape "http://$QUEUE_STATS/metrics"
-  stop "$q"
-  cg_remove rest
+  each_rest $((HEALTHY + 30)) idle -cgroup "$cg" -case d -settle 2s -duration "${HEALTHY}s" \
+    -probe "http://@LISTEN@/" -scrape "http://@STATS@/metrics"
+  for p in "${started[@]}"; do stop "$p"; done
+  for q in "${REST[@]}"; do cg_remove "rest-$q"; done
 }
 
 # --- held to the quota ---------------------------------------------------------
@@ -282,7 +343,8 @@ run_throttled() { # peer
 
 # --- main ----------------------------------------------------------------------
 CGV=$("$SC" version) || die "no usable cgroup hierarchy"
-for p in "$UPSTREAM" "$QUEUE_LISTEN" "$QUEUE_STATS" "$QUEUE_METRICS" 127.0.0.1:18211 127.0.0.1:18213 127.0.0.1:18222; do
+for p in "$UPSTREAM" "$QUEUE_LISTEN" "$QUEUE_STATS" "$QUEUE_METRICS" 127.0.0.1:18211 127.0.0.1:18213 127.0.0.1:18222 \
+  "$BASE_UPSTREAM" "$BASE_LISTEN" "$BASE_ADMIN" "$BASE_STATS" "$BASE_METRICS"; do
   ! port_open "$p" || die "$p is already in use"
 done
 {
@@ -292,6 +354,7 @@ done
   echo "host: $(nproc --all) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo))"
   echo "go: $(go version 2>/dev/null || echo -)"
   echo "queue: $("$QUEUE_BIN" --version 2>&1 | head -1)"
+  [[ -z "$QUEUE_BASE_BIN" ]] || echo "queuebase: $QUEUE_BASE_BIN, $("$QUEUE_BASE_BIN" --version 2>&1 | head -1)"
   echo "nginx: $(/usr/sbin/nginx -v 2>&1 || echo -)"
   echo "haproxy: $(/usr/sbin/haproxy -v 2>/dev/null | head -1 || echo -)"
   echo "vegeta: $VEGETA_VERSION"

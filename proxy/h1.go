@@ -105,14 +105,14 @@ func (p *Proxy) serveH1(w http.ResponseWriter, r *http.Request, o *headers.Outbo
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		c, bw, rh, retry, err := p.sendH1(&q, w, o, attempt)
+		retry, err := p.sendH1(&q, w, o, attempt)
 		switch {
 		case retry:
 			continue
 		case err != nil:
 			return err
 		}
-		return p.finishH1(&q, w, o, c, bw, &rh)
+		return p.finishH1(&q, w, o)
 	}
 }
 
@@ -134,6 +134,14 @@ type h1Request struct {
 	buf    *[]byte
 	stream bool          // the body is read from the client as it is sent
 	keep   engine.Keeper // the client response's, or nil
+
+	// The attempt that got a response head (sendH1), for finishH1: its
+	// connection, its streaming body writer (nil unless stream) and the
+	// head. Kept here rather than returned, so that the attempt's
+	// outcome is not copied out of sendH1 and into finishH1.
+	c  *h1Conn
+	bw *bodyWriter
+	rh respHead
 }
 
 // prepareH1 checks r's target and Host, takes its deadline and holds its
@@ -147,9 +155,13 @@ func (p *Proxy) prepareH1(q *h1Request, w http.ResponseWriter, r *http.Request, 
 	q.r, q.target = r, target
 	q.now = time.Now() // one clock read for the deadline and the pool's expiry check
 	q.deadline = p.deadlineAt(r, q.now)
-	q.hasBody = r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	if hb, ok := r.Body.(engine.HeldBody); ok && q.hasBody && r.ContentLength > 0 {
-		q.body = hb.Held() // it came whole with the head: no copy
+	// ContentLength first: a bodyless request (most) skips the interface
+	// comparisons.
+	q.hasBody = r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	if q.hasBody && r.ContentLength > 0 {
+		if hb, ok := r.Body.(engine.HeldBody); ok {
+			q.body = hb.Held() // it came whole with the head: no copy
+		}
 	}
 	if q.body == nil && q.hasBody && r.ContentLength > 0 && r.ContentLength <= smallBody {
 		q.buf = pool.Get(int(r.ContentLength))
@@ -183,13 +195,15 @@ func (q *h1Request) framing() framing {
 
 // sendH1 makes one attempt at q: a connection (pooled on the first attempt,
 // new on the next), the request sent, the response head read into w's
-// header. On success the connection is watched and carries the response
-// (and bw, a streaming body writer, is running when the body streams). On
-// failure the connection is closed, and retry reports that the request
-// may be sent again: the upstream closed an idle connection as it was
-// reused.
-func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound, attempt int) (c *h1Conn, bw *bodyWriter, rh respHead, retry bool, err error) {
+// header. On success the connection (q.c) is watched and carries the
+// response (q.rh its head; q.bw, a streaming body writer, is running when
+// the body streams). On failure the connection is closed, and retry
+// reports that the request may be sent again: the upstream closed an idle
+// connection as it was reused.
+func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound, attempt int) (retry bool, err error) {
 	r := q.r
+	var c *h1Conn
+	var bw *bodyWriter
 	ctx := r.Context()
 	if attempt == 0 {
 		// A request that cannot be sent twice takes no pooled
@@ -206,7 +220,7 @@ func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound,
 			return err
 		})
 		if err != nil {
-			return nil, nil, rh, false, err
+			return false, err
 		}
 	}
 	c.watch(r)
@@ -228,10 +242,11 @@ func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound,
 		err = c.exchange(head, q.body)
 	}
 	if err == nil {
-		rh, err = c.readHead(w.Header(), r.Method, p.h1.maxHeader)
+		q.rh, err = c.readHead(w.Header(), r.Method, p.h1.maxHeader)
 	}
 	if err == nil {
-		return c, bw, rh, false, nil
+		q.c, q.bw = c, bw
+		return false, nil
 	}
 	c.unwatch(r)
 	// Read before bw.stop: stop's interrupt fails the body's read, and a
@@ -243,13 +258,13 @@ func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound,
 	c.close()
 	switch {
 	case gone != nil:
-		return nil, nil, rh, false, gone
+		return false, gone
 	case werr != nil && !isStale(err) && (errors.Is(werr, errClientGone) || errors.Is(werr, errBadRequest) || errors.Is(werr, errBodyTimeout)):
 		// The client's body failed, which woke the response read. Not
 		// when the upstream closed the connection before responding:
 		// that came first, and the body writer's timeout is only
 		// bw.stop's interrupt.
-		return nil, nil, rh, false, werr
+		return false, werr
 	case attempt == 0 && c.reused && !q.stream && isStale(err) && mayReplay(r, 1):
 		// The upstream closed an idle connection as we reused it (the
 		// idle-close race): nothing of a response was read, and the
@@ -260,16 +275,17 @@ func (p *Proxy) sendH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound,
 		// applying it twice is the worse harm. get's check spares it the
 		// commoner case, a connection whose close had arrived before the
 		// request.
-		return nil, nil, rh, true, err
+		return true, err
 	}
-	return nil, nil, rh, false, err
+	return false, err
 }
 
-// finishH1 passes on the response whose head sendH1 read on c: a 101 to
-// the tunnel, else the body to w; then c goes back to the pool when the
-// exchange ended cleanly. A failure once the response started aborts it.
-func (p *Proxy) finishH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound, c *h1Conn, bw *bodyWriter, rh *respHead) error {
-	r := q.r
+// finishH1 passes on the response whose head sendH1 read on q.c: a 101
+// to the tunnel, else the body to w; then the connection goes back to the
+// pool when the exchange ended cleanly. A failure once the response
+// started aborts it.
+func (p *Proxy) finishH1(q *h1Request, w http.ResponseWriter, o *headers.Outbound) error {
+	r, c, bw, rh := q.r, q.c, q.bw, &q.rh
 	ctx := r.Context()
 	c.keepAlive = rh.KeepAlive
 	if c.keeper == nil {

@@ -278,6 +278,36 @@ throttled	queue	2000	p99_ms	80
 	}
 }
 
+func TestWriteTableBaseline(t *testing.T) {
+	t.Parallel()
+	summary := `part	peer	case	figure	value
+rest	queue	a	seconds	30.0
+rest	queue	a	cpu_ms	8
+rest	queue	a	ctxsw	90
+rest	queuebase	a	seconds	30.0
+rest	queuebase	a	cpu_ms	10
+rest	queuebase	a	ctxsw	100
+rest	queue	c	first200_ms	4.0
+`
+	f, err := readFigures(strings.NewReader(summary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	writeTable(&b, f, nil, nil, "30 s")
+	out := b.String()
+	for _, line := range []string{
+		"| figure | queue | queuebase | queue/queuebase | target |",
+		"| CPU, upstream down, nobody probing, 30 s | 8.0 ms | 10.0 ms | 0.80x | at most 30 ms: met |",
+		"| upstream starts after 30 s down, probes every 5 ms: first 200 within | 4.0 ms | - | - | at most 20 ms: met |",
+		"| wake-ups (context switches), idle rows a/b/d | 90/-/- | 100/-/- | | |",
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("table has no line\n%s\nit is:\n%s", line, out)
+		}
+	}
+}
+
 func TestWriteTableEmpty(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder

@@ -77,31 +77,64 @@ var restRows = []restRow{
 	{kase: "d", what: "CPU, healthy, 1 scrape + 1 probe per second", perSecond: 1, figure: "cpu_ms"},
 }
 
+// writeRest writes the at-rest table: queue's figures against their
+// targets and, when the run measured a baseline build beside it (peer
+// queuebase), the baseline's figures of the same seconds and the ratio.
+func writeRest(w io.Writer, f figures, downFor string) {
+	_, base := f.num("rest", "queuebase", "a", "cpu_ms")
+	if base {
+		fmt.Fprintln(w, "| figure | queue | queuebase | queue/queuebase | target |")
+		fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
+	} else {
+		fmt.Fprintln(w, "| figure | queue | target |")
+		fmt.Fprintln(w, "| --- | --- | --- |")
+	}
+	for _, r := range restRows {
+		x, ok := f.num("rest", "queue", r.kase, r.figure)
+		what, limit := fmt.Sprintf(r.what, downFor), r.fixed
+		if r.perSecond != 0 {
+			secs, _ := f.num("rest", "queue", r.kase, "seconds")
+			secs = math.Round(secs)
+			what, limit = fmt.Sprintf("%s, %.0f s", r.what, secs), r.perSecond*secs
+		}
+		cols := showMS(x, ok)
+		if base {
+			y, yok := f.num("rest", "queuebase", r.kase, r.figure)
+			ratio := "-"
+			if ok && yok && y > 0 {
+				ratio = fmt.Sprintf("%.2fx", x/y)
+			}
+			cols += " | " + showMS(y, yok) + " | " + ratio
+		}
+		fmt.Fprintf(w, "| %s | %s | at most %.0f ms: %s |\n", what, cols, limit, verdict(x, limit, ok, false))
+	}
+	wakes := func(peer string) string {
+		var cs []string
+		for _, k := range []string{"a", "b", "d"} {
+			x, ok := f.num("rest", peer, k, "ctxsw")
+			cs = append(cs, show(x, ok, 0))
+		}
+		return strings.Join(cs, "/")
+	}
+	if base {
+		fmt.Fprintf(w, "| wake-ups (context switches), idle rows a/b/d | %s | %s | | |\n", wakes("queue"), wakes("queuebase"))
+	} else {
+		fmt.Fprintf(w, "| wake-ups (context switches), idle rows a/b/d | %s | |\n", wakes("queue"))
+	}
+}
+
+func showMS(x float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return show(x, ok, 1) + " ms"
+}
+
 // writeTable writes the markdown tables of what f holds: the at-rest part,
 // then the throttled part, each only when measured.
 func writeTable(w io.Writer, f figures, rates, peers []string, downFor string) {
 	if _, ok := f.num("rest", "queue", "a", "cpu_ms"); ok {
-		fmt.Fprintln(w, "| figure | queue | target |")
-		fmt.Fprintln(w, "| --- | --- | --- |")
-		for _, r := range restRows {
-			x, ok := f.num("rest", "queue", r.kase, r.figure)
-			if r.perSecond == 0 {
-				fmt.Fprintf(w, "| %s | %s ms | at most %.0f ms: %s |\n", fmt.Sprintf(r.what, downFor),
-					show(x, ok, 1), r.fixed, verdict(x, r.fixed, ok, false))
-				continue
-			}
-			secs, _ := f.num("rest", "queue", r.kase, "seconds")
-			secs = math.Round(secs)
-			limit := r.perSecond * secs
-			fmt.Fprintf(w, "| %s, %.0f s | %s ms | at most %.0f ms: %s |\n", r.what, secs, show(x, ok, 1), limit,
-				verdict(x, limit, ok, false))
-		}
-		var cs []string
-		for _, k := range []string{"a", "b", "d"} {
-			x, ok := f.num("rest", "queue", k, "ctxsw")
-			cs = append(cs, show(x, ok, 0))
-		}
-		fmt.Fprintf(w, "| wake-ups (context switches), idle rows a/b/d | %s | |\n", strings.Join(cs, "/"))
+		writeRest(w, f, downFor)
 	}
 	any := false
 	for _, r := range rates {

@@ -36,13 +36,37 @@ var classes = [...]int{Head, Medium, Small, Large, Frame, Copy, Max}
 
 var pools [len(classes)]sync.Pool
 
+// class returns the index in classes of the smallest class of at least n
+// bytes, or -1 for n over Max. Written as a search tree rather than a loop:
+// Get and Put run on every request, several times.
+func class(n int) int {
+	switch {
+	case n <= Small:
+		switch {
+		case n <= Head:
+			return 0
+		case n <= Medium:
+			return 1
+		}
+		return 2
+	case n <= Frame:
+		if n <= Large {
+			return 3
+		}
+		return 4
+	case n <= Copy:
+		return 5
+	case n <= Max:
+		return 6
+	}
+	return -1
+}
+
 // Size returns the size of the class Get(n) takes from: the smallest class
 // of at least n bytes, or 0 for n over Max.
 func Size(n int) int {
-	for _, size := range classes {
-		if n <= size {
-			return size
-		}
+	if i := class(n); i >= 0 {
+		return classes[i]
 	}
 	return 0
 }
@@ -50,16 +74,15 @@ func Size(n int) int {
 // Get returns a buffer of at least n bytes, its length its class's size;
 // n over Max is made and not pooled.
 func Get(n int) *[]byte {
-	for i, size := range classes {
-		if n <= size {
-			if b, ok := pools[i].Get().(*[]byte); ok {
-				return b
-			}
-			b := make([]byte, size)
-			return &b
-		}
+	i := class(n)
+	if i < 0 {
+		b := make([]byte, n)
+		return &b
 	}
-	b := make([]byte, n)
+	if b, ok := pools[i].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, classes[i])
 	return &b
 }
 
@@ -69,11 +92,9 @@ func Put(b *[]byte) {
 	if b == nil {
 		return
 	}
-	for i, size := range classes {
-		if cap(*b) == size {
-			*b = (*b)[:size]
-			pools[i].Put(b)
-			return
-		}
+	c := cap(*b)
+	if i := class(c); i >= 0 && classes[i] == c {
+		*b = (*b)[:c]
+		pools[i].Put(b)
 	}
 }

@@ -26,3 +26,23 @@ func TestClasses(t *testing.T) {
 		t.Errorf("Get and Put: %v allocs, want 0", allocs)
 	}
 }
+
+// TestClassBoundaries: class's search tree picks, at each class's size and
+// on either side of it, the smallest class that holds n, as a walk through
+// classes would.
+func TestClassBoundaries(t *testing.T) {
+	for _, size := range classes {
+		for _, n := range []int{size - 1, size, size + 1} {
+			want := -1
+			for i, c := range classes {
+				if n <= c {
+					want = i
+					break
+				}
+			}
+			if got := class(n); got != want {
+				t.Errorf("class(%d) = %d, want %d", n, got, want)
+			}
+		}
+	}
+}
