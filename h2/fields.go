@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -205,8 +206,8 @@ func (c *conn) endBlock() error {
 // answerLocked answers s from the read loop, with an empty body: a
 // request the handler never sees.
 func (c *conn) answerLocked(s *stream, status int) {
-	c.w.hbuf = appendStatus(c.w.hbuf[:0], status)
-	c.w.hbuf = appendField(c.w.hbuf, "content-length", "0")
+	c.w.hbuf = hpackw.AppendStatus(c.w.hbuf[:0], status)
+	c.w.hbuf = hpackw.AppendField(c.w.hbuf, "content-length", "0")
 	c.w.headersLocked(s.id, c.w.hbuf, true)
 	s.sendDone = true
 	s.bodyGone = true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/engine"
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 )
@@ -244,7 +245,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // writeHead encodes and queues a head: status, the upstream's lines, the
 // header map, and a Date if none came. end sets END_STREAM.
 func (w *response) writeHead(status int, end, final bool) {
-	b := appendStatus(w.block[:0], status)
+	b := hpackw.AppendStatus(w.block[:0], status)
 	up := w.upstream()
 	if !final {
 		up = nil
@@ -253,7 +254,7 @@ func (w *response) writeHead(status int, end, final bool) {
 	if up != nil {
 		date = up.Date
 		for _, f := range up.Fields {
-			b = appendField(b, w.lowerName(f.Name), f.Value)
+			b = hpackw.AppendField(b, w.lowerName(f.Name), f.Value)
 		}
 	}
 	for k, vv := range w.hdr {
@@ -272,11 +273,11 @@ func (w *response) writeHead(status int, end, final bool) {
 	if up != nil && up.ContentLength >= 0 && w.hdr["Content-Length"] == nil && status != http.StatusNoContent {
 		// A HEAD or 304 response carries the length the upstream gave.
 		var d [20]byte
-		b = appendField(b, "content-length", string(strconv.AppendInt(d[:0], up.ContentLength, 10)))
+		b = hpackw.AppendField(b, "content-length", string(strconv.AppendInt(d[:0], up.ContentLength, 10)))
 	}
 	if final && !date {
 		var d [32]byte
-		b = appendField(b, "date", string(httpsem.AppendDate(d[:0])))
+		b = hpackw.AppendField(b, "date", string(httpsem.AppendDate(d[:0])))
 	}
 	w.block = b
 	c := w.s.c

@@ -23,7 +23,7 @@ import (
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
-	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
+	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/hpackw", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
 	with := func(own ...string) []string { return append(own, basement...) }
 	// allowed lists, per package, the module's own packages it may import
 	// and what outside the standard library it may link.
@@ -64,6 +64,8 @@ func TestDependencyDirection(t *testing.T) {
 		// and the capabilities an engine offers a handler.
 		"internal/engine":  {},
 		"internal/gostack": {},
+		// hpackw is the HPACK encoder of the HTTP/2 engine and the h2c client.
+		"internal/hpackw":  {},
 		"internal/httpsem": {},
 		"internal/netio":   {},
 		"internal/panics":  {},
