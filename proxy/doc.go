@@ -13,11 +13,13 @@
 // hold, and pool.go keeps the connections (replay on a fresh one for the
 // idle-close race, idle retirement, the reaper of departed clients).
 // Everything of an exchange runs on the handler's goroutine but a streamed
-// upload. "h2c" uses net/http's own Transport with UnencryptedHTTP2 as its
-// only protocol, which speaks HTTP/2 with prior knowledge (Go 1.24); x/net's
-// http2 package is not on the upstream side. The Transport's own retries
-// are bounded from outside (h2Call).
-//
+// upload. "h2c" uses queue's own HTTP/2 client with prior knowledge
+// (RFC 9113 section 3.3): h2c.go keeps the connections and runs their read
+// loops, h2cstream.go a stream (the request's HEADERS, HPACK-encoded by
+// internal/hpackw from the same head appendHead writes for HTTP/1.1, and
+// its body), h2.go an exchange (serveH2, exchangeH2C, the response head
+// handed to the engines as an engine.ResponseHead, as for HTTP/1.1).
+
 // Both protocols take a request's target and Host under one rule,
 // target.go's upstreamTarget: origin-form or "*", never CONNECT.
 //
@@ -34,4 +36,49 @@
 // It deliberately does not count, queue, limit or probe: those are separate
 // layers, composed with the proxy by the chain package. A *Proxy is safe for
 // concurrent use.
+//
+// # The h2c client's goroutines
+//
+// One read loop per upstream connection (h2cConn.readLoop) owns the
+// Framer, the HPACK decoder and the header block being read; it never
+// writes to the socket, so that an upstream that does not read cannot stop
+// queue reading: what it queues (SETTINGS and PING acknowledgements,
+// WINDOW_UPDATE) is written by a goroutine made when there is something to
+// write and nobody writing (kickLocked). It wakes a stream's handler only
+// before it waits for the socket, so that a response's HEADERS and DATA
+// that arrive together wake it once. The handler's goroutine encodes its
+// request, queues its frames and writes the whole queue unless another
+// goroutine is writing it (flushLocked: writes coalesce across streams, as
+// in package h2), then waits on its stream's channel and the request's
+// context. A request body that is not sent with the head (it streams, or
+// the windows do not take it whole) is sent by a goroutine of its own
+// (h2cStream.pump), so that a gRPC bidirectional stream's two directions
+// run at once; the handler stops it before it returns. One timer per
+// connection (h2cConn.tick) fails the streams whose deadline passed
+// (--timeout, --response-start-timeout, --idle-timeout), PINGs a
+// connection whose streams wait in silence and gives it up when the PING
+// goes unanswered, and retires a connection idle for
+// --upstream-idle-timeout. Everything the read loop, the timer and the
+// handlers share (the stream table, windows, states, the write queue, the
+// free streams) is under the connection's one mutex.
+//
+// # The h2c client's buffers and who owns them
+//
+//   - The read buffer (bufio, a frame and its header) and the header block
+//     being gathered are the read loop's, for the connection's life.
+//   - A response's strings are the HPACK decoder's, immutable: the head's
+//     values go to the engine as they are, its names canonicalised into
+//     the response's keep buffer (engine.Keeper).
+//   - A response's DATA is copied into its stream's buffer (pooled, at
+//     most the stream's receive window, 256 KiB), which the handler swaps
+//     for its own empty one and writes to the client; the stream's window
+//     is given back as the handler takes the bytes, in one WINDOW_UPDATE per
+//     half window, the connection's as the bytes arrive, per quarter.
+//   - The write queue holds the frames to write, at most 256 KiB of request
+//     DATA (a body waits for room beyond it), and is the writer's while it
+//     writes.
+//   - Stream objects (their channels, header block and field storage) are
+//     the connection's and reused: a stream is reset upstream (RST_STREAM
+//     CANCEL) unless closed before its handler returns, so the upstream
+//     never has more of queue's streams open than queue has requests.
 package proxy

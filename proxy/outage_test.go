@@ -87,8 +87,8 @@ func outageFront(t *testing.T, front string, cfg Config) (*Proxy, *http.Client, 
 			return dial(ctx, network, addr)
 		}
 	} else {
-		dial := p.h2.DialContext
-		p.h2.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dial := p.h2c.dial
+		p.h2c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			connects.Add(1)
 			return dial(ctx, network, addr)
 		}

@@ -58,10 +58,11 @@ type Config struct {
 	// IdleTimeout bounds the wait between two reads of the response body.
 	// 0 means none.
 	IdleTimeout time.Duration
-	// IdleConnTimeout closes an HTTP/1.1 upstream connection that stayed
-	// idle this long (DefaultIdleConnTimeout explains the default queue
-	// uses). 0 means never by age alone; a connection is still closed
-	// before the upstream's advertised Keep-Alive timeout.
+	// IdleConnTimeout closes an upstream connection (HTTP/1.1, or h2c
+	// without a stream) that stayed idle this long
+	// (DefaultIdleConnTimeout explains the default queue uses). 0 means
+	// never by age alone; an HTTP/1.1 connection is still closed before
+	// the upstream's advertised Keep-Alive timeout.
 	IdleConnTimeout time.Duration
 	// Logger receives the upstream's changes of state. nil discards.
 	Logger *slog.Logger
@@ -70,7 +71,7 @@ type Config struct {
 // Proxy is the terminal handler. Create it with New.
 type Proxy struct {
 	h1      *h1Transport
-	h2      *http.Transport
+	h2c     *h2cTransport
 	addr    string
 	trust   headers.Trust
 	timeout time.Duration
@@ -110,35 +111,8 @@ func New(cfg Config) (*Proxy, error) {
 		p.h1 = newH1Transport(cfg.Upstream, dial, cfg.MaxIdleConns, cfg.MaxResponseHeaderBytes, cfg.IdleConnTimeout)
 		p.h1.outage = p.outage
 	case H2C:
-		// net/http's Transport speaks h2c with prior knowledge when
-		// UnencryptedHTTP2 is its only protocol (Go 1.24).
-		var protos http.Protocols
-		protos.SetUnencryptedHTTP2(true)
-		dialer := &net.Dialer{Timeout: dial}
-		p.h2 = &http.Transport{
-			Protocols: &protos,
-			// The Transport dials on a goroutine of its own, detached from
-			// the request (it keeps the connection for others if the
-			// request leaves): a refused connect is retried in serveH2,
-			// on the request's goroutine and within its context, and the
-			// dial only tells the outage that the upstream is back.
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := dialer.DialContext(ctx, network, addr)
-				if err == nil {
-					p.outage.up()
-				}
-				return c, err
-			},
-			MaxResponseHeaderBytes: int64(orDefault(cfg.MaxResponseHeaderBytes, maxHeaderBytes)),
-			// The client's Accept-Encoding passes as it came; the Transport
-			// must neither add gzip nor decompress behind the client's back.
-			DisableCompression:    true,
-			ResponseHeaderTimeout: cfg.ResponseStartTimeout,
-			HTTP2: &http.HTTP2Config{
-				SendPingTimeout: 30 * time.Second,
-				PingTimeout:     5 * time.Second,
-			},
-		}
+		p.h2c = newH2CTransport(cfg.Upstream, dial, cfg.MaxResponseHeaderBytes, cfg.IdleConnTimeout)
+		p.h2c.outage = p.outage
 	default:
 		return nil, fmt.Errorf("upstream protocol %q: want %s or %s", cfg.Protocol, HTTP1, H2C)
 	}
@@ -157,8 +131,8 @@ func (p *Proxy) Close() error {
 	if p.h1 != nil {
 		p.h1.closeIdle()
 	}
-	if p.h2 != nil {
-		p.h2.CloseIdleConnections()
+	if p.h2c != nil {
+		p.h2c.closeIdle()
 	}
 	p.CloseTunnels()
 	return nil

@@ -10,11 +10,12 @@ import (
 // sent to it again, where sent is how many times it went out already (its
 // head written to a connection, whole or in part). It is the one rule of
 // both upstream protocols: serveH1 asks it about the idle-close race,
-// h2Call about the h2c Transport's own retries (h2.go).
+// serveH2 about a stream the upstream did not process (h2.go).
 //
 // The callers establish first that nothing of the request can have been
 // processed (a reused HTTP/1.1 connection closed before any response byte;
-// on h2c, a failure the Transport retries: see h2Call). The rule adds what
+// on h2c, REFUSED_STREAM or a stream above a GOAWAY's last one, RFC 9113
+// section 8.7), and that the request is whole in hand. The rule adds what
 // holds whatever the failure:
 //
 //   - a request not sent yet (sent 0: its connection failed before a byte
