@@ -74,7 +74,8 @@ func TestDependencyDirection(t *testing.T) {
 		// testnet is the tests' network helpers; only tests import it.
 		"internal/testnet": {},
 		// proxy is the upstream side: queue's HTTP/1.1 client on h1's
-		// wire code, and net/http's Transport for h2c.
+		// wire code, and its h2c client on x/net's Framer and hpack
+		// decoder, encoding with internal/hpackw.
 		"proxy":   {own: with("headers", "h1"), external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
 		"headers": {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
 		"probe":   {external: []string{"golang.org/x/net/http/httpguts"}},
