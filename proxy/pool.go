@@ -190,7 +190,7 @@ func (c *h1Conn) interrupt() {
 }
 
 // setDeadline sets the connection's read and write deadlines unless they
-// are set to t already: deadlines are rounded (Proxy.deadline), so
+// are set to t already: deadlines are rounded (Proxy.deadlineAt), so
 // consecutive requests on a connection mostly share one and skip the
 // runtime timer update. It never undoes an interrupt.
 func (c *h1Conn) setDeadline(t time.Time) {

@@ -167,11 +167,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deadline is the request's whole deadline: --timeout from now, or the
+// deadlineAt is the request's whole deadline: --timeout from now, or the
 // request context's deadline when that is earlier. Zero means none.
-func (p *Proxy) deadline(r *http.Request) time.Time { return p.deadlineAt(r, time.Now()) }
-
-// deadlineAt is deadline with the time read by the caller.
 func (p *Proxy) deadlineAt(r *http.Request, now time.Time) time.Time {
 	var d time.Time
 	if p.timeout > 0 {
