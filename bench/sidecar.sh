@@ -260,9 +260,13 @@ declare -A REST_STATS=([queue]=$QUEUE_STATS [queuebase]=$BASE_STATS)
 # each_rest SECONDS ARGS...: the helper for each queue at rest, all at the
 # same time; in ARGS, @Q@, @LISTEN@, @UP@ and @STATS@ stand for the queue's
 # name, port, upstream and stats port. Each queue's figures carry its name.
+# Each helper starts half a second after the one before, so that probes
+# sent once a second do not reach the two queues in the same instant,
+# where each would wait on the other's on the one CPU.
 each_rest() {
   local q a pids=() args rc=0
   for q in "${REST[@]}"; do
+    ((${#pids[@]} == 0)) || sleep 0.5
     args=()
     for a in "$@"; do
       a=${a//@Q@/$q} a=${a//@LISTEN@/${REST_LISTEN[$q]}}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // failAfter bounds every wait on the network in these tests: it is the
@@ -1767,4 +1769,45 @@ func (l *notifyListener) Accept() (net.Conn, error) {
 		l.accepted <- struct{}{}
 	}
 	return c, err
+}
+
+// TestUnwatch: a handler that calls Unwatch (engine.Unwatcher) is no
+// longer counted in the watcher's ticks, so that a request that only waits
+// on queue (the readiness probe's hold) leaves the timer stopped; a
+// request still watched keeps it armed.
+func TestUnwatch(t *testing.T) {
+	t.Parallel()
+	in, release := make(chan struct{}), make(chan struct{})
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/unwatch" {
+			w.(engine.Unwatcher).Unwatch()
+		}
+		in <- struct{}{}
+		<-release
+	})}
+	addr := startServer(t, s)
+	armed := func() bool { return s.watcher.Armed() }
+	c1, c2 := dial(t, addr), dial(t, addr)
+	for _, c := range []net.Conn{c1, c2} {
+		c.SetDeadline(time.Now().Add(failAfter))
+	}
+	io.WriteString(c1, "GET /unwatch HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-in
+	if armed() {
+		t.Error("the watcher's timer is armed for a request that gave up its watch")
+	}
+	io.WriteString(c2, "GET /watched HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-in
+	if !armed() {
+		t.Error("no watcher timer while a watched request is in its handler")
+	}
+	close(release)
+	for _, c := range []net.Conn{c1, c2} {
+		if _, err := readReply(bufio.NewReader(c), http.MethodGet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if armed() {
+		t.Error("the watcher's timer is still armed after the last request")
+	}
 }
