@@ -747,8 +747,13 @@ func (c *conn) run() bool {
 	if !c.res.refused && c.glitches > 0 {
 		c.glitches-- // a request served takes one glitch back
 	}
-	if !keep && (!consumed || c.res.status >= 400) {
-		c.linger = true // the client may be sending on: see lingerClose
+	// The client may be sending on (lingerClose) when its body was left
+	// unread, or when queue closes after a 4xx or 5xx it chose to close
+	// on. Not when the client asked for the close itself with a request
+	// read whole: it sends nothing after such a request (RFC 9112 section
+	// 9.6), and a kubelet probe answered 503 closes at once.
+	if !keep && (!consumed || c.res.status >= 400 && !h.Close) {
+		c.linger = true
 	}
 	return keep && c.ctx.Err() == nil && !c.s.shutdown.Load()
 }
