@@ -38,7 +38,8 @@
 # WARMUP=3 (s of the same load before, not counted) QUOTA_MILLI=100
 # PROXY_CPU=0 LOAD_CPU=1 QUEUE_BIN (a prebuilt queue; default: the shipped
 # build of ./cmd/queue) QUEUE_BASE_BIN (a baseline queue for the at-rest
-# rows; default none) OUT NETNS=auto|0 QUICK=1.
+# rows; default none) QUEUE_BASE_LABEL (what the baseline is, for the recorded
+# rows; default its file name) OUT NETNS=auto|0 QUICK=1.
 # Needs: root (cgroups), two CPUs, go (builds queue, the upstream, the
 # helper bench/sidecar and vegeta v12.13.0), taskset (util-linux), ps
 # (procps), timeout; nginx and haproxy (else their columns say "-");
@@ -260,9 +261,13 @@ declare -A REST_STATS=([queue]=$QUEUE_STATS [queuebase]=$BASE_STATS)
 # each_rest SECONDS ARGS...: the helper for each queue at rest, all at the
 # same time; in ARGS, @Q@, @LISTEN@, @UP@ and @STATS@ stand for the queue's
 # name, port, upstream and stats port. Each queue's figures carry its name.
+# Each helper starts half a second after the one before, so that probes
+# sent once a second do not reach the two queues in the same instant,
+# where each would wait on the other's on the one CPU.
 each_rest() {
   local q a pids=() args rc=0
   for q in "${REST[@]}"; do
+    ((${#pids[@]} == 0)) || sleep 0.5
     args=()
     for a in "$@"; do
       a=${a//@Q@/$q} a=${a//@LISTEN@/${REST_LISTEN[$q]}}
@@ -389,5 +394,10 @@ echo
 [[ -z "${QUICK:-}" ]] || echo "QUICK=1: short rows; the targets are scaled to them, the figures are not for quoting."
 echo "results: $OUT"
 # With RECORD=1: every figure (part peer case figure value) into bench/results/sidecar.tsv.
-tail -n +2 "$SUMMARY" | awk -v run="$([[ -n "${QUICK:-}" ]] && echo quick || echo full)" '{ print run "\t" $0 }' |
+# The commit column is the checkout's; a baseline's rows name their binary in the peer
+# column (queuebase:QUEUE_BASE_LABEL, by default the binary's file name).
+tail -n +2 "$SUMMARY" |
+  awk -v run="$([[ -n "${QUICK:-}" ]] && echo quick || echo full)" \
+    -v base="queuebase:${QUEUE_BASE_LABEL:-$(basename "${QUEUE_BASE_BIN:-none}")}" \
+    -F'\t' -v OFS='\t' '{ if ($2 == "queuebase") $2 = base; print run, $0 }' |
   record sidecar $'run\t'"$(head -1 "$SUMMARY")"

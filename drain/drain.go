@@ -213,6 +213,9 @@ func (d *Drainer) ServeReady(w http.ResponseWriter, r *http.Request) { d.serveRe
 
 func (d *Drainer) serveReady(w http.ResponseWriter, r *http.Request) (int, int) {
 	if !d.Ready() && !d.draining.Load() && d.cfg.WaitReady != nil {
+		// The hold is bounded (ProbeHold) and reads nothing of the
+		// client: the engine need not look at the client meanwhile.
+		unwatch(w)
 		d.cfg.WaitReady(r.Context(), ProbeHold)
 	}
 	if d.Ready() {
@@ -254,6 +257,16 @@ var (
 func refuse(w http.ResponseWriter) {
 	if rf, ok := w.(interface{ Refuse() }); ok {
 		rf.Refuse()
+	}
+}
+
+// unwatch tells the engine that wrote w that the request now waits on
+// queue alone, for a bounded time (the engines' engine.Unwatcher, written
+// out here likewise): the HTTP/1.1 engine stops looking at its client, and
+// the hold costs no wake-ups of the engine's.
+func unwatch(w http.ResponseWriter) {
+	if u, ok := w.(interface{ Unwatch() }); ok {
+		u.Unwatch()
 	}
 }
 

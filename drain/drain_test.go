@@ -457,9 +457,19 @@ func TestServeWaitForDrainBlocksUntilFinish(t *testing.T) {
 	})
 }
 
+// unwatchRecorder is a recorder that offers Unwatch, as queue's HTTP/1.1
+// engine's writer does, and counts the calls.
+type unwatchRecorder struct {
+	*httptest.ResponseRecorder
+	unwatched int
+}
+
+func (w *unwatchRecorder) Unwatch() { w.unwatched++ }
+
 // TestProbeHold: a probe that finds the upstream not ready waits with
 // Config.WaitReady up to ProbeHold, and answers 200 as soon as the upstream
-// becomes ready within it.
+// becomes ready within it; it gives up the engine's watch of its client
+// (Unwatch) before each hold, since the hold is bounded.
 func TestProbeHold(t *testing.T) {
 	t.Parallel()
 	kube := http.Header{"User-Agent": {"kube-probe/1.30"}}
@@ -539,11 +549,15 @@ func TestProbeHold(t *testing.T) {
 				if tt.header != nil {
 					r.Header = tt.header
 				}
-				rec := httptest.NewRecorder()
+				w := &unwatchRecorder{ResponseRecorder: httptest.NewRecorder()}
 				if tt.path == "/ready" {
-					d.ServeReady(rec, r)
+					d.ServeReady(w, r)
 				} else {
-					d.Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
+					d.Handler(http.NotFoundHandler()).ServeHTTP(w, r)
+				}
+				rec := w.ResponseRecorder
+				if got, want := w.unwatched, tt.wantWaits; got != want {
+					t.Errorf("Unwatch called %d times, want %d (once for each hold)", got, want)
 				}
 				if got, want := rec.Code, tt.wantCode; got != want {
 					t.Errorf("status = %d, want %d", got, want)

@@ -106,7 +106,9 @@ func (b *body) whole() bool {
 
 func (b *body) finish() {
 	b.done = true
-	b.c.watch.Store(true)
+	if !b.c.unwatched {
+		b.c.watch.Store(true)
+	}
 }
 
 // readData reads at most b.left bytes of data.

@@ -68,6 +68,8 @@ type conn struct {
 
 	state     atomic.Int32  // stateIdle...; Shutdown reads it
 	watch     atomic.Bool   // a handler runs and the socket is not read: the watcher peeks it
+	busy      bool          // the request is counted in the watcher's ticks (Server.begin); the conn's goroutine's
+	unwatched bool          // the handler gave up the watch for this request (Unwatch); likewise
 	peekRound uint32        // the watcher's round this connection was last peeked at in (maxPeeks); the watcher's alone
 	since     atomic.Uint32 // Server.ticks when the request began
 
@@ -703,6 +705,17 @@ func (c *conn) begin(n int) bool {
 	return true
 }
 
+// unwatch takes the request out of the watcher's care: it is no longer
+// peeked at, and no longer keeps the watcher ticking. It runs on the
+// connection's goroutine (the handler's, for Unwatch).
+func (c *conn) unwatch() {
+	c.watch.Store(false)
+	if c.busy {
+		c.busy = false
+		c.s.end()
+	}
+}
+
 // run serves the request begin parsed: it runs the handler and finishes
 // the response, and reports whether the connection may carry another
 // request.
@@ -715,10 +728,11 @@ func (c *conn) run() bool {
 	h := &c.q.head
 	c.since.Store(c.s.ticks.Load())
 	c.watch.Store(h.Framing == NoBody)
+	c.busy, c.unwatched = true, false
 	c.s.begin()
 	aborted := c.runHandler()
-	c.s.end()
-	c.watch.Store(false)
+	c.unwatch()
+
 	if c.state.Load() == stateGone {
 		return false // hijacked: the connection is the handler's
 	}
@@ -733,8 +747,13 @@ func (c *conn) run() bool {
 	if !c.res.refused && c.glitches > 0 {
 		c.glitches-- // a request served takes one glitch back
 	}
-	if !keep && (!consumed || c.res.status >= 400) {
-		c.linger = true // the client may be sending on: see lingerClose
+	// The client may be sending on (lingerClose) when its body was left
+	// unread, or when queue closes after a 4xx or 5xx it chose to close
+	// on. Not when the client asked for the close itself with a request
+	// read whole: it sends nothing after such a request (RFC 9112 section
+	// 9.6), and a kubelet probe answered 503 closes at once.
+	if !keep && (!consumed || c.res.status >= 400 && !h.Close) {
+		c.linger = true
 	}
 	return keep && c.ctx.Err() == nil && !c.s.shutdown.Load()
 }

@@ -79,9 +79,10 @@ func (w *response) reset(r *http.Request, h *Head) {
 
 // The engine's side of the contract with the proxy (package engine).
 var (
-	_ engine.Keeper   = (*response)(nil)
-	_ engine.Refuser  = (*response)(nil)
-	_ engine.HeldBody = (*body)(nil)
+	_ engine.Keeper    = (*response)(nil)
+	_ engine.Refuser   = (*response)(nil)
+	_ engine.Unwatcher = (*response)(nil)
+	_ engine.HeldBody  = (*body)(nil)
 )
 
 // KeepBuffer returns n bytes that stay the handler's until the response
@@ -119,6 +120,15 @@ func (w *response) upstream() *engine.ResponseHead {
 		return nil
 	}
 	return &w.head
+}
+
+// Unwatch stops the watcher looking at the client of this request and
+// counts the request out of its ticks (engine.Unwatcher): the handler
+// waits on queue alone, for a bounded time, and reads no more of the body.
+// The request's context is then not cancelled when the client goes.
+func (w *response) Unwatch() {
+	w.c.unwatched = true
+	w.c.unwatch()
 }
 
 // Refuse notes that the handler answers the request with a 4xx of queue's

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/engine"
 )
 
 // failAfter bounds every wait on the network in these tests: it is the
@@ -1767,4 +1769,93 @@ func (l *notifyListener) Accept() (net.Conn, error) {
 		l.accepted <- struct{}{}
 	}
 	return c, err
+}
+
+// TestUnwatch: a handler that calls Unwatch (engine.Unwatcher) is no
+// longer counted in the watcher's ticks, so that a request that only waits
+// on queue (the readiness probe's hold) leaves the timer stopped; a
+// request still watched keeps it armed.
+func TestUnwatch(t *testing.T) {
+	t.Parallel()
+	in, release := make(chan struct{}), make(chan struct{})
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/unwatch" {
+			w.(engine.Unwatcher).Unwatch()
+		}
+		in <- struct{}{}
+		<-release
+	})}
+	addr := startServer(t, s)
+	armed := func() bool { return s.watcher.Armed() }
+	c1, c2 := dial(t, addr), dial(t, addr)
+	for _, c := range []net.Conn{c1, c2} {
+		c.SetDeadline(time.Now().Add(failAfter))
+	}
+	io.WriteString(c1, "GET /unwatch HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-in
+	if armed() {
+		t.Error("the watcher's timer is armed for a request that gave up its watch")
+	}
+	io.WriteString(c2, "GET /watched HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-in
+	if !armed() {
+		t.Error("no watcher timer while a watched request is in its handler")
+	}
+	close(release)
+	for _, c := range []net.Conn{c1, c2} {
+		if _, err := readReply(bufio.NewReader(c), http.MethodGet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if armed() {
+		t.Error("the watcher's timer is still armed after the last request")
+	}
+}
+
+// TestLingerOnlyWhenTheClientMaySendOn: a 503 to a request whose client
+// asked for the close ("Connection: close") and sent it whole is closed at
+// once: that client sends nothing more (RFC 9112 section 9.6), so bytes it
+// sends anyway meet a closed socket and draw a reset. A 503 on which the
+// server itself chose to close (the handler's "Connection: close") is
+// closed in stages (lingerClose): what the client sends on is read and
+// dropped, and the client reads end of file.
+func TestLingerOnlyWhenTheClientMaySendOn(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/server-close" {
+			w.Header().Set("Connection", "close")
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})})
+	for _, tt := range []struct {
+		name, in  string
+		wantReset bool
+	}{
+		{name: "client asked for the close", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", wantReset: true},
+		{name: "server chose the close", in: "GET /server-close HTTP/1.1\r\nHost: a\r\n\r\n", wantReset: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(failAfter))
+			io.WriteString(c, tt.in)
+			// The response, then end of file: the server closed, or shut
+			// its writing side down (lingering).
+			if _, err := io.ReadAll(c); err != nil {
+				t.Fatalf("read the response: %v", err)
+			}
+			if _, err := io.WriteString(c, "more"); err != nil {
+				t.Fatalf("write after the response: %v", err)
+			}
+			// A closed socket answers "more" with a reset, which the
+			// loopback delivers before the write returns; the client,
+			// half closed by the end of file it read, reports it on its
+			// next write (EPIPE, Linux's tcp_reset), not on a read. A
+			// lingering server reads "more" and drops it.
+			_, err := io.WriteString(c, "more")
+			if gotReset := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE); gotReset != tt.wantReset {
+				t.Errorf("second write after the response: %v; want a reset %v (lingering %v)", err, tt.wantReset, !tt.wantReset)
+			}
+		})
+	}
 }

@@ -23,9 +23,15 @@ import (
 // the last time, since the next request faults back in what it runs: a
 // trickle of requests pays for it at most every restPagesGap, a burst
 // that follows a pause in the middle of load (an upstream restart holds
-// every request for a moment) gets its pages released all the same. It looks at arrivals every restQuiet while requests come, and
-// less and less often at rest, up to restMaxWait: an idle process wakes
-// once a minute for it.
+// every request for a moment) gets its pages released all the same; and
+// only when restPagesMin requests came since the last release: a few
+// requests (a readiness check, a trickle) fault in the code they run, about
+// the size of the request path, which the next of them would only fault
+// back again. It looks at arrivals every restQuiet while requests come,
+// and less and less often at rest, up to restMaxWait: an idle process
+// wakes once a minute for it. Until the first request it looks only every
+// restMaxWait, as a process that has served nothing has nothing to give
+// back: a burst at a cold start is released within a minute of its end.
 const (
 	restQuiet   = 2 * time.Second
 	restMaxWait = time.Minute
@@ -39,6 +45,9 @@ const (
 	// restPagesBurst is how many requests since the last release of the
 	// executable's pages make another worth it sooner than restPagesGap.
 	restPagesBurst = 1000
+	// restPagesMin is how many requests since the last release of the
+	// executable's pages make one worth it at all.
+	restPagesMin = 100
 )
 
 // releaseAtRest runs until ctx is done; arrivals counts the requests that
@@ -71,6 +80,9 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, re
 	var pagesAt time.Time // when they were
 	pagesArrivals := last // and the arrivals then
 	wait := restQuiet
+	if last == 0 {
+		wait = restMaxWait // nothing served yet
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -86,7 +98,8 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, re
 				releaseHeap()
 				kept = held()
 			}
-			if now := time.Now(); busy && (now.Sub(pagesAt) >= restPagesGap || last-pagesArrivals >= restPagesBurst) {
+			if now := time.Now(); busy && last-pagesArrivals >= restPagesMin &&
+				(now.Sub(pagesAt) >= restPagesGap || last-pagesArrivals >= restPagesBurst) {
 				releasePages()
 				busy, pagesAt, pagesArrivals = false, now, last
 			}

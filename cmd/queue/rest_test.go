@@ -20,9 +20,15 @@ func TestRestLoop(t *testing.T) {
 		go restLoop(ctx, func() uint64 { wakes.Add(1); return arrivals.Load() }, held.Load,
 			func() { releases.Add(1); held.Store(9 << 20) }, func() { pages.Add(1) })
 
-		// A burst: a request a second for 10 s, the heap growing.
+		// Nothing served yet: the loop looks once a minute.
+		time.Sleep(restMaxWait - time.Second)
+		synctest.Wait()
+		if n := wakes.Load(); n != 1 {
+			t.Errorf("%d checks in the minute before the first request, want 1 (at the start)", n)
+		}
+		// A burst: 20 requests a second for 10 s, the heap growing.
 		for range 10 {
-			arrivals.Add(1)
+			arrivals.Add(20)
 			held.Add(4 << 20)
 			time.Sleep(time.Second)
 		}
@@ -44,10 +50,20 @@ func TestRestLoop(t *testing.T) {
 		if n := wakes.Load(); n > 15 {
 			t.Errorf("%d checks in 10 minutes at rest, want at most 15 (one a minute, once backed off)", n)
 		}
-		// A trickle that grows nothing costs no heap release, and a page
-		// release at most every restPagesGap.
-		for range 20 {
+		// A few requests (a readiness check) cost no release at all.
+		for range 3 {
 			arrivals.Add(1)
+		}
+		time.Sleep(restMaxWait + 2*restQuiet)
+		synctest.Wait()
+		if n, m := releases.Load(), pages.Load(); n != 1 || m != 1 {
+			t.Errorf("%d heap and %d page releases after three requests, want still 1 and 1", n, m)
+		}
+		// A trickle that grows nothing costs no heap release, and a page
+		// release at most every restPagesGap once restPagesMin requests
+		// came.
+		for range 50 {
+			arrivals.Add(5)
 			time.Sleep(5 * time.Second)
 		}
 		time.Sleep(time.Minute)
@@ -56,8 +72,8 @@ func TestRestLoop(t *testing.T) {
 			t.Errorf("%d heap releases after a trickle that grew nothing, want 1", n)
 		}
 		m := pages.Load()
-		if m < 3 || m > 5 {
-			t.Errorf("%d page releases after 100 s of a request every 5 s and a quiet minute, want one every 30 s or so (3 to 5 in all)", m)
+		if m != 3 {
+			t.Errorf("%d page releases after 250 s of 5 requests every 5 s and a quiet minute, want 3 (2 more: one for each restPagesMin requests)", m)
 		}
 		// Load, a pause (an upstream restart holding every request),
 		// load again, a pause: each pause releases the pages, though the

@@ -86,6 +86,20 @@ type HeldBody interface {
 	Held() []byte
 }
 
+// Unwatcher is implemented by the response writer of queue's HTTP/1.1
+// engine, which looks at the connection of a request in a handler once a
+// tick (a timer that runs while any request is in one) and cancels the
+// request's context when the client has gone. A handler that only waits on
+// queue itself, for a bounded time, and reads no more of the request body
+// calls Unwatch first: the client is no longer looked at for the rest of
+// the request, and the ticks stop when no other request needs them, so
+// that the wait costs no wake-ups of its own. The readiness probe's hold
+// is one (package drain). The HTTP/2 engine has no ticks to stop: a
+// stream's client is seen to go by the frames the connection reads.
+type Unwatcher interface {
+	Unwatch()
+}
+
 // Refuser is implemented by the response writers of queue's engines. A
 // handler that answers a request with a 4xx of queue's own making, which
 // the upstream never sees, calls Refuse before it writes the response: the
