@@ -584,13 +584,13 @@ func (h *zapHandler) appendRaw(b []byte, key string, raw json.RawMessage) []byte
 	}
 	switch v := v.(type) {
 	case string:
-		return h.core.appendAttr(b, slog.String(key, v))
+		return h.core.appendKeyed(b, key, slog.StringValue(v))
 	case float64:
-		return h.core.appendAttr(b, slog.Float64(key, v))
+		return h.core.appendKeyed(b, key, slog.Float64Value(v))
 	case bool:
-		return h.core.appendAttr(b, slog.Bool(key, v))
+		return h.core.appendKeyed(b, key, slog.BoolValue(v))
 	}
-	return h.core.appendAttr(b, slog.Any(key, v))
+	return h.core.appendKeyed(b, key, slog.AnyValue(v))
 }
 
 func (h *zapHandler) openPending(b []byte, groups []string) []byte {
@@ -930,6 +930,15 @@ func (c *zapCore) appendAttr(b []byte, a slog.Attr) []byte {
 	if a.Key == "" {
 		return b
 	}
+	return c.appendKeyed(b, a.Key, v)
+}
+
+// appendKeyed appends key and the value v (no group), as zap encodes them.
+// Unlike appendAttr, it writes an empty key too: zap keeps such a field
+// of the configuration's initialFields, where slog drops an attribute
+// without a key.
+func (c *zapCore) appendKeyed(b []byte, key string, v slog.Value) []byte {
+	a := slog.Attr{Key: key, Value: v}
 	if v.Kind() == slog.KindAny {
 		// zap.Any's encodings of what queue logs: errors and Stringers as
 		// strings, bytes as base64, the rest through encoding/json (zap's
