@@ -592,3 +592,39 @@ func TestH2CTrailers(t *testing.T) {
 		t.Errorf("trailer X-Sum = %q, want 42 (header %v, trailer %v)", got, o.header, o.trailer)
 	}
 }
+
+// TestH2CTimeouts: --response-start-timeout and --idle-timeout hold on the
+// h2c upstream as on HTTP/1.1: an upstream that answers PINGs but never a
+// head gets the client a 504; one that sends a head and part of the body,
+// then nothing more, has the client's response cut (abort), not held.
+func TestH2CTimeouts(t *testing.T) {
+	t.Parallel()
+	t.Run("response start", func(t *testing.T) {
+		t.Parallel()
+		u := startRawH2C(t, &rawH2C{}) // takes every stream, answers none
+		_, url := h2cFront(t, u.addr, Config{ResponseStartTimeout: 100 * time.Millisecond})
+		req, _ := http.NewRequest("GET", url+"/", nil)
+		if o := do(&http.Client{Timeout: 10 * time.Second}, req); o.code != http.StatusGatewayTimeout {
+			t.Errorf("got %d %v, want 504", o.code, o.err)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		t.Parallel()
+		u := startRawH2C(t, &rawH2C{onFrame: func(cn *rawH2CConn, ev h2Event) {
+			if ev.typ == http2.FrameHeaders {
+				cn.headers(ev.stream, false, ":status", "200")
+				cn.data(ev.stream, "part", false) // and never the rest
+			}
+		}})
+		_, url := h2cFront(t, u.addr, Config{IdleTimeout: 100 * time.Millisecond})
+		req, _ := http.NewRequest("GET", url+"/", nil)
+		o := do(&http.Client{Timeout: 10 * time.Second}, req)
+		if o.code != http.StatusOK || o.body != "part" || o.err == nil {
+			t.Errorf("got %d %q %v, want 200, \"part\", then the response cut", o.code, o.body, o.err)
+		}
+		// Cut by queue, not by the client's own timeout.
+		if ne, ok := errors.AsType[net.Error](o.err); ok && ne.Timeout() {
+			t.Errorf("the client timed out (%v): queue held the response", o.err)
+		}
+	})
+}
