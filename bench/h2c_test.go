@@ -97,59 +97,12 @@ func BenchmarkProxyRawH2C(b *testing.B) {
 	up := startH2CUpstream(b)
 	q := newQueue(b, up, proxy.H2C)
 	b.Run("h1-h2c/1KiB", func(b *testing.B) {
-		c, err := net.Dial("tcp", q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		req := []byte("GET /1k HTTP/1.1\r\nHost: bench\r\nUser-Agent: raw\r\nAccept: */*\r\n\r\n")
-		br := bufio.NewReaderSize(c, 64<<10)
-		exchange := func() {
-			if _, err := c.Write(req); err != nil {
-				b.Fatal(err)
-			}
-			if err := readRawResponse(br); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for range 100 {
-			exchange() // warm the pools and the upstream connection
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			exchange()
-		}
+		benchRawH1(b, q)
 	})
 	b.Run("h2-h2c/1KiB/serial", func(b *testing.B) {
-		c := dialRawH2(b, q)
-		for range 100 {
-			c.do(b, 1)
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if c.exhausted(1) {
-				b.StopTimer()
-				c.redial(b)
-				b.StartTimer()
-			}
-			c.do(b, 1)
-		}
+		benchRawH2(b, q, 1)
 	})
 	b.Run("h2-h2c/1KiB/m32", func(b *testing.B) {
-		c := dialRawH2(b, q)
-		for n := 100; n > 0; n -= h2Batch {
-			c.do(b, min(n, h2Batch))
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for n := b.N; n > 0; n -= h2Batch {
-			k := min(n, h2Batch)
-			if c.exhausted(k) {
-				b.StopTimer()
-				c.redial(b)
-				b.StartTimer()
-			}
-			c.do(b, k)
-		}
+		benchRawH2(b, q, h2Batch)
 	})
 }
