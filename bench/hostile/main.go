@@ -39,6 +39,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queue-dev/queue/internal/hpackw"
 )
 
 func main() {
@@ -200,7 +202,7 @@ func hpackBomb(res *result, write func([]byte) bool, stopped *atomic.Bool, mu *s
 	block := []byte{0x82, 0x86, 0x84, 0x41, 0x01, 'x'} // :method GET, :scheme http, :path /, :authority x
 	block = append(block, 0x40, 6)
 	block = append(block, "x-bomb"...)
-	block = appendInt(block, 7, 0, uint64(field))
+	block = hpackw.AppendInt(block, 0, 7, uint64(field))
 	block = append(block, strings.Repeat("a", field)...)
 	b = frame(b, typeHeaders, flagHeaders|flagEnd, 1, block)
 	if !write(b) {
@@ -236,22 +238,6 @@ func hpackBomb(res *result, write func([]byte) bool, stopped *atomic.Bool, mu *s
 		}
 		res.blocks += batch
 	}
-}
-
-// appendInt appends an HPACK integer with an n-bit prefix (RFC 7541
-// section 5.1); first holds the bits above the prefix.
-func appendInt(b []byte, n uint, first byte, v uint64) []byte {
-	max := uint64(1)<<n - 1
-	if v < max {
-		return append(b, first|byte(v))
-	}
-	b = append(b, first|byte(max))
-	v -= max
-	for v >= 128 {
-		b = append(b, byte(v%128)+128)
-		v /= 128
-	}
-	return append(b, byte(v))
 }
 
 func errCode(c uint32) string {
