@@ -11,6 +11,7 @@ import (
 
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/internal/engine"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http2"
 )
@@ -309,7 +310,7 @@ func (p *Proxy) writeHeadH2C(q *h1Request, s *h2cStream, w http.ResponseWriter) 
 		case "te":
 			continue // a request's field (RFC 9113 section 8.2.2): dropped
 		case "content-length":
-			n, ok := parseLength(f.Value)
+			n, ok := httpsem.ParseDigits(f.Value)
 			if !ok || cl >= 0 && n != cl {
 				return fmt.Errorf("%w: content-length %q", errBadResponse, truncate(f.Value))
 			}
@@ -389,37 +390,9 @@ func validLowerName(name string) bool {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if 'A' <= c && c <= 'Z' || !isTchar(c) {
+		if 'A' <= c && c <= 'Z' || !httpsem.IsTchar(c) {
 			return false
 		}
 	}
 	return true
-}
-
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// parseLength parses a Content-Length value.
-func parseLength(v string) (int64, bool) {
-	if v == "" || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
