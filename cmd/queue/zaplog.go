@@ -938,23 +938,22 @@ func (c *zapCore) appendAttr(b []byte, a slog.Attr) []byte {
 // of the configuration's initialFields, where slog drops an attribute
 // without a key.
 func (c *zapCore) appendKeyed(b []byte, key string, v slog.Value) []byte {
-	a := slog.Attr{Key: key, Value: v}
 	if v.Kind() == slog.KindAny {
 		// zap.Any's encodings of what queue logs: errors and Stringers as
 		// strings, bytes as base64, the rest through encoding/json (zap's
 		// reflected encoder), which only values queue does not log reach.
 		switch x := v.Any().(type) {
 		case nil:
-			b = c.appendKey(b, a.Key)
+			b = c.appendKey(b, key)
 			return append(b, "null"...)
 		case error:
-			b = c.appendKey(b, a.Key)
+			b = c.appendKey(b, key)
 			return appendZapString(b, x.Error())
 		case fmt.Stringer:
-			b = c.appendKey(b, a.Key)
+			b = c.appendKey(b, key)
 			return appendZapString(b, x.String())
 		case []byte:
-			b = c.appendKey(b, a.Key)
+			b = c.appendKey(b, key)
 			b = append(b, '"')
 			b = base64.StdEncoding.AppendEncode(b, x)
 			return append(b, '"')
@@ -963,14 +962,14 @@ func (c *zapCore) appendKeyed(b []byte, key string, v slog.Value) []byte {
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(x); err != nil {
-				b = c.appendKey(b, a.Key+"Error")
+				b = c.appendKey(b, key+"Error")
 				return appendZapString(b, err.Error())
 			}
-			b = c.appendKey(b, a.Key)
+			b = c.appendKey(b, key)
 			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 		}
 	}
-	b = c.appendKey(b, a.Key)
+	b = c.appendKey(b, key)
 	switch v.Kind() {
 	case slog.KindString:
 		return appendZapString(b, v.String())
