@@ -56,3 +56,65 @@ func TestConnectNow(t *testing.T) {
 		t.Errorf("connectNow(closed port) = %v, %v; want the fast path and the dialer's refusal", ok, err)
 	}
 }
+
+// TestConnectNowReusesRefused: the socket of a refused probe is kept and
+// connects again, refused again while nothing listens and through to a
+// listener; IPv6 keeps its own.
+func TestConnectNowReusesRefused(t *testing.T) {
+	for _, network := range []string{"tcp4", "tcp6"} {
+		t.Run(network, func(t *testing.T) {
+			host := "127.0.0.1"
+			if network == "tcp6" {
+				host = "::1"
+			}
+			ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			spare := &spares[0]
+			if network == "tcp6" {
+				spare = &spares[1]
+			}
+			var fds []int64
+			for range 3 {
+				ok, err := connectNow(addr)
+				if ok && !errors.Is(err, syscall.ECONNREFUSED) {
+					t.Fatalf("connectNow(closed port) = %v, %v; want the refusal", ok, err)
+				}
+				if ok {
+					fds = append(fds, spare.Load())
+				}
+			}
+			if len(fds) < 2 || fds[0] == 0 || fds[len(fds)-1] != fds[0] {
+				t.Fatalf("spare sockets after each refusal: %v; want one socket kept and used again", fds)
+			}
+			// A listener (on another port: this one may be taken by now).
+			ln, err = net.Listen(network, net.JoinHostPort(host, "0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			addr = ln.Addr().String()
+			kept := spare.Load()
+			for range 10 {
+				if ok, err := connectNow(addr); ok {
+					if err != nil {
+						t.Fatalf("connectNow(listening again) = %v; want through", err)
+					}
+					break
+				}
+			}
+			if kept == 0 || spare.Load() != 0 {
+				t.Errorf("spare before and after connecting: %d, %d; want one taken, none kept", kept, spare.Load())
+			}
+			ln.(*net.TCPListener).SetDeadline(time.Now().Add(5 * time.Second))
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatalf("the listener saw no connection from the kept socket: %v", err)
+			}
+			c.Close()
+		})
+	}
+}

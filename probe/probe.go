@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queue-dev/queue/internal/clock"
 )
 
 // Prober checks the upstream once. It must honour ctx.
@@ -333,6 +335,8 @@ type Watcher struct {
 	// holdUntil is the latest end of a demand's hold: Run probes every
 	// HoldInterval before it while not ready. Guarded by mu.
 	holdUntil time.Time
+	alarms    []*clock.Alarm // kept for held probe requests; guarded by mu
+	stopped   bool           // Run has returned; guarded by mu
 }
 
 // FastInterval is the aggressive pace: ready is seen within this (plus one
@@ -487,8 +491,9 @@ func (w *Watcher) WaitReady(ctx context.Context, max time.Duration) bool {
 	if w.Ready() {
 		return true
 	}
-	t := time.NewTimer(max)
-	defer t.Stop()
+	t := w.alarm()
+	defer w.release(t)
+	t.Reset(max)
 	for {
 		select {
 		case <-ch:
@@ -504,6 +509,51 @@ func (w *Watcher) WaitReady(ctx context.Context, max time.Duration) bool {
 	}
 }
 
+// alarm returns an Alarm for a held probe request, one kept from an
+// earlier request if there is one: an Alarm is a timerfd and a goroutine.
+func (w *Watcher) alarm() *clock.Alarm {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.alarms); n > 0 {
+		a := w.alarms[n-1]
+		w.alarms = w.alarms[:n-1]
+		return a
+	}
+	return newAlarm()
+}
+
+// newAlarm makes the Watcher's Alarms (a test's is clock.NewTimerAlarm).
+var newAlarm = clock.NewAlarm
+
+// release keeps a for the next held probe request, or closes it when
+// keptAlarms are kept already.
+func (w *Watcher) release(a *clock.Alarm) {
+	a.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped && len(w.alarms) < keptAlarms {
+		w.alarms = append(w.alarms, a)
+		return
+	}
+	a.Close()
+}
+
+// stop closes the Alarms kept for held probe requests as Run returns;
+// later requests close theirs as they end.
+func (w *Watcher) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for _, a := range w.alarms {
+		a.Close()
+	}
+	w.alarms = nil
+}
+
+// keptAlarms is how many Alarms a Watcher keeps for held probe requests:
+// the kubelet's and the activator's, a few at a time.
+const keptAlarms = 4
+
 // Run probes until ctx is done.
 func (w *Watcher) Run(ctx context.Context) {
 	failures, successes := w.FailureThreshold, w.SuccessThreshold
@@ -514,8 +564,10 @@ func (w *Watcher) Run(ctx context.Context) {
 		successes = 1
 	}
 	wake := w.wakeup()
-	t := time.NewTimer(0)
-	defer t.Stop()
+	t := newAlarm()
+	defer t.Close()
+	defer w.stop()
+	t.Reset(0)
 	p := pace{fastUntil: time.Now().Add(StartWindow), backoff: FastInterval}
 	var failed, succeeded int
 	var due time.Time  // when t fires next

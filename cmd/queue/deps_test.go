@@ -78,10 +78,11 @@ func TestDependencyDirection(t *testing.T) {
 		// decoder, encoding with internal/hpackw.
 		"proxy":   {own: with("headers", "h1"), external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
 		"headers": {external: []string{"golang.org/x/net/http/httpguts", "golang.org/x/net/idna", "golang.org/x/text/"}},
-		"probe":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"stats":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"limit":   {external: []string{"golang.org/x/net/http/httpguts"}},
-		"drain":   {external: []string{"golang.org/x/net/http/httpguts"}},
+		// probe waits on internal/clock's Alarm between probes.
+		"probe": {own: []string{"internal/clock"}, external: []string{"golang.org/x/net/http/httpguts"}},
+		"stats": {external: []string{"golang.org/x/net/http/httpguts"}},
+		"limit": {external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain": {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
 	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Standard", "../../...").Output()
 	if err != nil {

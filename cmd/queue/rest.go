@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/queue-dev/queue/internal/clock"
 )
 
 // After a burst of requests what the burst grew stays the process's: the
@@ -53,7 +55,9 @@ const (
 // releaseAtRest runs until ctx is done; arrivals counts the requests that
 // have come (drain.Drainer.Arrivals). Each release is logged at debug.
 func releaseAtRest(ctx context.Context, arrivals func() uint64, log *slog.Logger) {
-	restLoop(ctx, arrivals, heapHeld, func() {
+	t := clock.NewAlarm()
+	defer t.Close()
+	restLoop(ctx, t, arrivals, heapHeld, func() {
 		before := heapHeld()
 		// The buffer pools keep what they hold through one collection
 		// (sync.Pool's victim cache): a second one frees it, and
@@ -71,9 +75,10 @@ func releaseAtRest(ctx context.Context, arrivals func() uint64, log *slog.Logger
 	})
 }
 
-// restLoop is releaseAtRest with the heap's measure and the two releases
+// restLoop is releaseAtRest with its alarm (an idle process wakes for
+// nothing else: see clock.Alarm), the heap's measure and the two releases
 // given.
-func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, releasePages func()) {
+func restLoop(ctx context.Context, t *clock.Alarm, arrivals, held func() uint64, releaseHeap, releasePages func()) {
 	last := arrivals()
 	kept := held()
 	busy := false         // requests came since the pages were last released
@@ -83,8 +88,7 @@ func restLoop(ctx context.Context, arrivals, held func() uint64, releaseHeap, re
 	if last == 0 {
 		wait = restMaxWait // nothing served yet
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
+	t.Reset(wait)
 	for {
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/queue-dev/queue/internal/clock"
 )
 
 // TestRestLoop: the heap is released once requests have stopped for
@@ -17,7 +19,8 @@ func TestRestLoop(t *testing.T) {
 		held.Store(8 << 20)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		go restLoop(ctx, func() uint64 { wakes.Add(1); return arrivals.Load() }, held.Load,
+		// A timer the bubble's fake clock moves, unlike a timerfd.
+		go restLoop(ctx, clock.NewTimerAlarm(), func() uint64 { wakes.Add(1); return arrivals.Load() }, held.Load,
 			func() { releases.Add(1); held.Store(9 << 20) }, func() { pages.Add(1) })
 
 		// Nothing served yet: the loop looks once a minute.
