@@ -54,14 +54,17 @@ func (c *conn) pingTimeout() time.Duration { return min(c.s.idleTimeout(), maxPi
 // streams, their states and windows, the queue of frames to write and the
 // free streams are shared with the handlers' goroutines under mu.
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	rd     connReader
-	fr     *http2.Framer // reads
-	dec    *hpack.Decoder
-	base   context.Context // carries the peer (peer.From)
-	remote string
-	tls    *tls.ConnectionState
+	s  *Server
+	nc net.Conn
+	rd connReader
+	// hdrScratch holds a header block frame's payload when it is not whole
+	// in the read buffer (under TLS, a frame read in pieces).
+	hdrScratch []byte
+	fr         *http2.Framer // reads
+	dec        *hpack.Decoder
+	base       context.Context // carries the peer (peer.From)
+	remote     string
+	tls        *tls.ConnectionState
 
 	// The header block being read: its stream (nil when it is refused or
 	// its stream is gone, but it must still be decoded for HPACK's sake)
@@ -200,11 +203,22 @@ func (c *conn) step() bool {
 		return false
 	}
 	c.first = false
-	f, err := c.fr.ReadFrameForHeader(fh)
-	if err != nil {
-		return c.readError(err)
+	if fh.Type == http2.FrameHeaders || fh.Type == http2.FrameContinuation {
+		// A header block's frames are read here, not by the Framer, which
+		// makes a HeadersFrame for each: an allocation a request.
+		var p []byte
+		if p, err = c.rd.payload(int(fh.Length), &c.hdrScratch); err != nil {
+			return c.readError(err)
+		}
+		err = c.blockFrame(fh, p)
+	} else {
+		var f http2.Frame
+		if f, err = c.fr.ReadFrameForHeader(fh); err != nil {
+			return c.readError(err)
+		}
+		err = c.frame(f)
 	}
-	if err := c.frame(f); err != nil {
+	if err != nil {
 		var ce http2.ConnectionError
 		if errors.As(err, &ce) {
 			c.connError(http2.ErrCode(ce))
@@ -349,16 +363,11 @@ func (c *conn) connError(code http2.ErrCode) {
 // ConnectionError with GOAWAY first.
 func (c *conn) frame(f http2.Frame) error {
 	if c.curID != 0 {
-		if cf, ok := f.(*http2.ContinuationFrame); ok && cf.StreamID == c.curID {
-			return c.continuation(cf)
-		}
-		return http2.ConnectionError(http2.ErrCodeProtocol) // the Framer checks this too
+		return http2.ConnectionError(http2.ErrCodeProtocol) // headerError checks this too
 	}
 	switch f := f.(type) {
 	case *http2.DataFrame:
 		return c.data(f)
-	case *http2.HeadersFrame:
-		return c.headers(f)
 	case *http2.PriorityFrame:
 		// Read, checked and ignored (doc.go), and a glitch: RFC 9113
 		// deprecates the scheme, and a flood of them costs a frame each.
@@ -386,7 +395,7 @@ func (c *conn) frame(f http2.Frame) error {
 		return nil
 	case *http2.WindowUpdateFrame:
 		return c.windowUpdate(f)
-	case *http2.ContinuationFrame, *http2.PushPromiseFrame:
+	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(http2.ErrCodeProtocol) // a client cannot push (RFC 9113 section 8.4)
 	}
 	return nil // unknown frame types are ignored (RFC 9113 section 4.1)

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"encoding/binary"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -24,10 +25,34 @@ type block struct {
 	bomb                                  bool // decoded past HPACKBombRatio: the connection ends
 }
 
-// headers starts a header block: a new stream's request, or a stream's
-// trailers.
-func (c *conn) headers(f *http2.HeadersFrame) error {
-	id := f.StreamID
+// blockFrame handles a HEADERS or CONTINUATION frame whose header
+// headerError has let through (the stream id, the frame's room for its
+// pad length and priority, CONTINUATION only within an open block), with
+// its payload p (RFC 9113 sections 6.2 and 6.10).
+func (c *conn) blockFrame(fh http2.FrameHeader, p []byte) error {
+	if fh.Type == http2.FrameContinuation {
+		return c.continuation(fh.Flags.Has(http2.FlagContinuationEndHeaders), p)
+	}
+	pad := 0
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		pad, p = int(p[0]), p[1:]
+	}
+	prio := false
+	var dep uint32
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		prio, dep, p = true, binary.BigEndian.Uint32(p)&(1<<31-1), p[5:]
+	}
+	if pad > len(p) {
+		// A stream error, as x/net's Framer makes it.
+		return http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	return c.headers(fh.StreamID, fh.Flags.Has(http2.FlagHeadersEndStream), fh.Flags.Has(http2.FlagHeadersEndHeaders), prio, dep, p[:len(p)-pad])
+}
+
+// headers starts a header block (frag, the first fragment): a new
+// stream's request, or a stream's trailers. prio and dep are the frame's
+// priority, if it has one.
+func (c *conn) headers(id uint32, endStream, endHeaders, prio bool, dep uint32, frag []byte) error {
 	c.blk = block{}
 	c.cur, c.curReject = nil, 0
 	c.dec.SetEmitEnabled(true) // off after the last block if it was a bomb
@@ -38,7 +63,7 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 		switch {
 		case s.recvDone:
 			c.curReject = http2.ErrCodeStreamClosed
-		case !f.StreamEnded():
+		case !endStream:
 			c.curReject = http2.ErrCodeProtocol // trailers end the stream
 		default:
 			c.cur = s
@@ -77,7 +102,7 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 			c.cur = c.newStreamLocked(id)
 		}
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
+	if prio && dep == id {
 		c.curReject = http2.ErrCodeProtocol // a stream cannot depend on itself
 		if c.cur != nil && !c.blk.trailers {
 			c.resetLocked(c.cur, c.curReject)
@@ -86,18 +111,17 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 		c.cur = nil
 	}
 	c.mu.Unlock()
-	c.curID, c.curEnd = id, f.StreamEnded()
-	frag := f.HeaderBlockFragment()
+	c.curID, c.curEnd = id, endStream
 	c.curBytes = 9 + len(frag)
 	if err := c.decode(frag); err != nil {
 		return err
 	}
-	if len(frag) == 0 && !f.HeadersEnded() {
+	if len(frag) == 0 && !endHeaders {
 		if err := c.glitch(GlitchFrame); err != nil {
 			return err
 		}
 	}
-	if f.HeadersEnded() {
+	if endHeaders {
 		return c.endBlock()
 	}
 	// The rest of the block must come within the header timeout: the
@@ -107,13 +131,14 @@ func (c *conn) headers(f *http2.HeadersFrame) error {
 	return nil
 }
 
-func (c *conn) continuation(f *http2.ContinuationFrame) error {
-	frag := f.HeaderBlockFragment()
+// continuation goes on with the open header block: frag, the next
+// fragment, ends it when endHeaders.
+func (c *conn) continuation(endHeaders bool, frag []byte) error {
 	c.curBytes += 9 + len(frag)
 	if c.curBytes > MaxHeaderBlock {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
-	if len(frag) == 0 && !f.HeadersEnded() {
+	if len(frag) == 0 && !endHeaders {
 		if err := c.glitch(GlitchFrame); err != nil {
 			return err
 		}
@@ -121,7 +146,7 @@ func (c *conn) continuation(f *http2.ContinuationFrame) error {
 	if err := c.decode(frag); err != nil {
 		return err
 	}
-	if f.HeadersEnded() {
+	if endHeaders {
 		c.nc.SetReadDeadline(time.Time{})
 		return c.endBlock()
 	}

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -74,6 +75,26 @@ func (r *connReader) Read(p []byte) (int, error) {
 		r.release()
 	}
 	return n, nil
+}
+
+// payload returns the next n bytes, the payload of a frame whose header
+// was just read: in place in the read buffer when the frame is whole there
+// (always, in a read session), valid until the next read; else read into
+// *scratch, grown to n if need be.
+func (r *connReader) payload(n int, scratch *[]byte) ([]byte, error) {
+	if r.buf != nil && r.w-r.r >= n {
+		p := (*r.buf)[r.r : r.r+n]
+		r.r += n
+		return p, nil
+	}
+	if cap(*scratch) < n {
+		*scratch = make([]byte, n)
+	}
+	p := (*scratch)[:n]
+	if _, err := io.ReadFull(r, p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // more reads what comes next into an empty buffer.

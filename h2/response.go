@@ -51,6 +51,10 @@ func (w *response) reset() {
 	w.vals = w.vals[:0]
 }
 
+// NotifyCancel has ch get a value when the stream's context is canceled,
+// until NotifyCancel(nil) (engine.CancelNotifier).
+func (w *response) NotifyCancel(ch chan<- struct{}) { w.s.ctx.notify(ch) }
+
 // Header implements http.ResponseWriter.
 func (w *response) Header() http.Header { return w.hdr }
 
@@ -62,8 +66,9 @@ func (w *response) Written() int64 { return w.written }
 
 // The engine's side of the contract with the proxy (package engine).
 var (
-	_ engine.Keeper  = (*response)(nil)
-	_ engine.Refuser = (*response)(nil)
+	_ engine.Keeper         = (*response)(nil)
+	_ engine.Refuser        = (*response)(nil)
+	_ engine.CancelNotifier = (*response)(nil)
 )
 
 // KeepBuffer returns n bytes that stay the handler's until the stream is

@@ -27,6 +27,7 @@ import (
 	"unsafe"
 
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/internal/engine"
 	"golang.org/x/net/http2"
 )
 
@@ -702,6 +703,59 @@ func TestResetCancelsContext(t *testing.T) {
 	rc.rst(1, http2.ErrCodeCancel)
 	if err := waitFor(t, done, "the handler to return"); !errors.Is(err, context.Canceled) {
 		t.Errorf("ctx.Err() = %v, want context.Canceled", err)
+	}
+	rc.headers(3, true, request("GET", "/next")...)
+	if res := rc.readResponse(3, nil); res.status != "200" || string(res.body) != "ok" {
+		t.Errorf("next stream: %s %q", res.status, res.body)
+	}
+}
+
+// TestNotifyCancel: the channel a handler gives NotifyCancel
+// (engine.CancelNotifier) gets a value when the client resets the stream,
+// with the context's Err set by then, and one given after the reset gets
+// it at once. (TestStreamCtxNotify has the rest.)
+func TestNotifyCancel(t *testing.T) {
+	started := make(chan struct{}, 1)
+	done := make(chan error, 2)
+	ts := startServer(t, newServer(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/block" {
+			io.WriteString(w, "ok")
+			return
+		}
+		cn, ok := w.(engine.CancelNotifier)
+		if !ok {
+			done <- errors.New("the response writer is not an engine.CancelNotifier")
+			return
+		}
+		defer cn.NotifyCancel(nil)
+		ch := make(chan struct{}, 1)
+		cn.NotifyCancel(ch)
+		started <- struct{}{}
+		select {
+		case <-ch:
+			done <- r.Context().Err()
+		case <-time.After(failAfter):
+			done <- errors.New("no value on the channel")
+		}
+		late := make(chan struct{}, 1)
+		cn.NotifyCancel(late)
+		select {
+		case <-late:
+			done <- nil
+		default:
+			done <- errors.New("a channel given after the reset got nothing")
+		}
+	}))
+	rc := ts.dialRaw(t)
+	rc.handshake()
+	rc.headers(1, true, request("GET", "/block")...)
+	waitFor(t, started, "the handler")
+	rc.rst(1, http2.ErrCodeCancel)
+	if err := waitFor(t, done, "the handler's wake-up"); !errors.Is(err, context.Canceled) {
+		t.Errorf("woken with ctx.Err() = %v, want context.Canceled", err)
+	}
+	if err := waitFor(t, done, "the late channel"); err != nil {
+		t.Error(err)
 	}
 	rc.headers(3, true, request("GET", "/next")...)
 	if res := rc.readResponse(3, nil); res.status != "200" || string(res.body) != "ok" {

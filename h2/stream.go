@@ -301,6 +301,7 @@ type streamCtx struct {
 	done   chan struct{}
 	err    atomic.Pointer[error]
 	funcs  []*afterFunc
+	wake   chan<- struct{} // engine.CancelNotifier's channel, or nil
 }
 
 type afterFunc struct{ f func() }
@@ -316,7 +317,27 @@ func (x *streamCtx) reset() {
 	}
 	x.err.Store(nil)
 	x.funcs = x.funcs[:0]
+	x.wake = nil
 	x.mu.Unlock()
+}
+
+// notify makes ch the channel that gets a value at cancel, at once if the
+// context is canceled already; nil ends it.
+func (x *streamCtx) notify(ch chan<- struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.wake = ch
+	if ch != nil && x.err.Load() != nil {
+		nudge(ch)
+	}
+}
+
+// nudge sends on ch unless it is full.
+func nudge(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (x *streamCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -379,6 +400,9 @@ func (x *streamCtx) cancel() {
 	x.err.Store(&canceled)
 	if x.done != nil {
 		close(x.done)
+	}
+	if x.wake != nil {
+		nudge(x.wake)
 	}
 	funcs := x.funcs
 	x.funcs = x.funcs[:0]

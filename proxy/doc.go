@@ -40,16 +40,19 @@
 // # The h2c client's goroutines
 //
 // One read loop per upstream connection (h2cConn.readLoop) owns the
-// Framer, the HPACK decoder and the header block being read; it never
-// writes to the socket, so that an upstream that does not read cannot stop
-// queue reading: what it queues (SETTINGS and PING acknowledgements,
-// WINDOW_UPDATE) is written by a goroutine made when there is something to
-// write and nobody writing (kickLocked). It wakes a stream's handler only
-// before it waits for the socket, so that a response's HEADERS and DATA
-// that arrive together wake it once. The handler's goroutine encodes its
-// request, queues its frames and writes the whole queue unless another
-// goroutine is writing it (flushLocked: writes coalesce across streams, as
-// in package h2), then waits on its stream's channel and the request's
+// Framer, the HPACK decoder and the header block being read; one writer
+// (h2cConn.writeLoop) writes the write queue, woken when there is
+// something in it (kickLocked). Neither the read loop nor a handler
+// writes to the socket, so that an upstream that does not read cannot
+// stop queue reading, nor hold a handler where it could not be stopped.
+// The writer, woken, first yields to the goroutines already runnable, so
+// that the requests that came in one wake-up of the netpoller queue their
+// HEADERS before the one write that carries them all. Reads and writes
+// are raw system calls on plain TCP (h2cio.go, internal/netio). The read
+// loop wakes a stream's handler only before it waits for the socket, so
+// that a response's HEADERS and DATA that arrive together wake it once.
+// The handler's goroutine encodes its request, queues its frames, kicks
+// the writer, then waits on its stream's channel and the request's
 // context. A request body that is not sent with the head (it streams, or
 // the windows do not take it whole) is sent by a goroutine of its own
 // (h2cStream.pump), so that a gRPC bidirectional stream's two directions
@@ -64,8 +67,8 @@
 //
 // # The h2c client's buffers and who owns them
 //
-//   - The read buffer (bufio, a frame and its header) and the header block
-//     being gathered are the read loop's, for the connection's life.
+//   - The read buffer (h2cReader, a frame and its header) and the header
+//     block being gathered are the read loop's, for the connection's life.
 //   - A response's strings are the HPACK decoder's, immutable: the head's
 //     values go to the engine as they are, its names canonicalised into
 //     the response's keep buffer (engine.Keeper).

@@ -106,6 +106,13 @@ func (p *Proxy) exchangeH2C(q *h1Request, s *h2cStream, w http.ResponseWriter, o
 		go s.pump(r, q.body)
 		defer p.stopPump(s, rc, q.deadline)
 	}
+	// The client's going is learnt from s.wake too when the engine offers
+	// it (engine.CancelNotifier): one channel to wait on, not a select.
+	cn, _ := w.(engine.CancelNotifier)
+	if cn != nil {
+		cn.NotifyCancel(s.wake)
+		defer cn.NotifyCancel(nil)
+	}
 	var (
 		done    <-chan struct{}
 		head    bool
@@ -144,7 +151,7 @@ func (p *Proxy) exchangeH2C(q *h1Request, s *h2cStream, w http.ResponseWriter, o
 				c.wq = appendFrameHeader(c.wq, 4, http2.FrameWindowUpdate, 0, s.id)
 				c.wq = append(c.wq, byte(s.recvUnacked>>24), byte(s.recvUnacked>>16), byte(s.recvUnacked>>8), byte(s.recvUnacked))
 				s.recvUnacked = 0
-				c.flushLocked()
+				c.kickLocked()
 			}
 			c.mu.Unlock()
 			b := s.out.bytes()
@@ -210,20 +217,27 @@ func (p *Proxy) exchangeH2C(q *h1Request, s *h2cStream, w http.ResponseWriter, o
 			f.Flush() // before the wait: what came so far goes to the client now
 			dirty = false
 		}
-		if done == nil {
-			done = ctx.Done()
-		}
-		select {
-		case <-s.wake:
-		case <-done:
-			// The client went away (or reset its stream): the upstream
-			// stream is reset at once (release), before the handler
-			// returns.
-			if head {
-				return nil
+		if cn != nil {
+			<-s.wake
+			if ctx.Err() == nil {
+				continue
 			}
-			return fmt.Errorf("%w: %w", errClientGone, ctx.Err())
+		} else {
+			if done == nil {
+				done = ctx.Done()
+			}
+			select {
+			case <-s.wake:
+				continue
+			case <-done:
+			}
 		}
+		// The client went away (or reset its stream): the upstream
+		// stream is reset at once (release), before the handler returns.
+		if head {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errClientGone, ctx.Err())
 	}
 }
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -203,6 +203,7 @@ func (t *h2cTransport) connect(ctx context.Context) (*h2cConn, error) {
 		return nil, fmt.Errorf("h2c handshake: %w", err)
 	}
 	go c.readLoop()
+	go c.writeLoop()
 	return c, nil
 }
 
@@ -212,7 +213,8 @@ func (t *h2cTransport) connect(ctx context.Context) (*h2cConn, error) {
 type h2cConn struct {
 	t   *h2cTransport
 	nc  net.Conn
-	br  *bufio.Reader
+	br  h2cReader
+	bw  h2cWriter
 	fr  *http2.Framer
 	dec *hpack.Decoder
 
@@ -250,23 +252,27 @@ type h2cConn struct {
 	timerAt     time.Time // when timer fires, or zero
 	bodyWaiters []*h2cStream
 
-	// The writer: frames are appended to wq; whoever wants them written
-	// writes the whole queue unless another goroutine is (writing).
+	// The writer: frames are appended to wq, and the connection's writer
+	// goroutine (writeLoop) writes the whole queue.
 	wq, wspare []byte
-	writing    bool
+	writing    bool          // the writer has the queue to write, or a flush is writing it
+	wwake      chan struct{} // wakes the writer (writeLoop); size 1
+	done       chan struct{} // closed when the connection fails
 	werr       error
 	wdl        time.Time // the write deadline last set
 }
 
 func newH2CConn(t *h2cTransport, nc net.Conn) *h2cConn {
 	c := &h2cConn{
-		t: t, nc: nc, br: bufio.NewReaderSize(nc, pool.Frame),
+		t: t, nc: nc, wwake: make(chan struct{}, 1), done: make(chan struct{}),
 		streams: map[uint32]*h2cStream{}, nextID: 1,
 		maxStreams: h2cDefaultStreams, initWindow: 65535, maxFrame: 16 << 10, sendWindow: 65535,
 		idleSince: time.Now(),
 	}
 	c.lastRead = c.idleSince
-	c.fr = http2.NewFramer(nil, c.br)
+	c.br.init(nc, pool.Frame)
+	c.bw.init(nc)
+	c.fr = http2.NewFramer(nil, &c.br)
 	c.fr.SetMaxReadFrameSize(h2cMaxFrame)
 	c.fr.SetReuseFrames()
 	c.dec = hpack.NewDecoder(4096, c.onField)
@@ -293,7 +299,7 @@ func (c *h2cConn) handshake(ctx context.Context) error {
 	b = appendSetting(b, http2.SettingMaxHeaderListSize, uint32(c.t.maxHeader))
 	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, h2cConnWindow-65535)
-	if _, err := c.nc.Write(b); err != nil {
+	if _, err := c.bw.Write(b); err != nil {
 		return err
 	}
 	f, err := c.fr.ReadFrame()
@@ -362,7 +368,7 @@ func (c *h2cConn) release(s *h2cStream) {
 		}
 	}
 	closing := c.goingAway && c.active == 0
-	c.flushLocked()
+	c.kickLocked()
 	c.mu.Unlock()
 	if closing {
 		c.fail(errGoingAway)
@@ -384,6 +390,7 @@ func (c *h2cConn) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
+		close(c.done)
 		c.goingAway = true
 		for _, s := range c.streams {
 			c.wakeLocked(s)
@@ -489,8 +496,9 @@ var (
 	errPingTimeout = errors.New("h2c connection did not answer a PING")
 )
 
-// flushLocked writes the queue unless another goroutine is writing it;
-// the mutex is released during each write.
+// flushLocked writes the queue now unless the writer is writing it; the
+// mutex is released during each write. Only for the read loop's last
+// GOAWAY: everything else goes through kickLocked.
 func (c *h2cConn) flushLocked() {
 	if c.writing || len(c.wq) == 0 {
 		return
@@ -499,18 +507,39 @@ func (c *h2cConn) flushLocked() {
 	c.writeLoopLocked()
 }
 
-// kickLocked has the queue written by a goroutine of its own: for the
-// read loop and the timer, which must not wait on the upstream's socket.
+// kickLocked has the queue written by the connection's writer (writeLoop)
+// unless it is writing already. Under mu.
 func (c *h2cConn) kickLocked() {
 	if c.writing || len(c.wq) == 0 {
 		return
 	}
 	c.writing = true
-	go func() {
+	select {
+	case c.wwake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the connection's writer, a goroutine that waits on wwake
+// until the connection fails. Nobody else waits on the upstream's socket:
+// not a request's goroutine, which a handler could not stop there, nor
+// the read loop. Woken, it first lets the goroutines already runnable run
+// (runtime.Gosched), so that the requests that came together (from one
+// wake-up of the netpoller) queue their frames before it writes: one
+// write to the upstream for all of them rather than one each, which under
+// load was a system call a request.
+func (c *h2cConn) writeLoop() {
+	for {
+		select {
+		case <-c.wwake:
+		case <-c.done:
+			return
+		}
+		runtime.Gosched()
 		c.mu.Lock()
 		c.writeLoopLocked()
 		c.mu.Unlock()
-	}()
+	}
 }
 
 func (c *h2cConn) writeLoopLocked() {
@@ -524,7 +553,7 @@ func (c *h2cConn) writeLoopLocked() {
 			c.wdl = now.Add(h2cWriteTimeout)
 			c.nc.SetWriteDeadline(c.wdl)
 		}
-		_, err := c.nc.Write(b)
+		_, err := c.bw.Write(b)
 		c.mu.Lock()
 		if cap(b) <= 4*h2cMaxQueued {
 			c.wspare = b[:0]
@@ -841,7 +870,7 @@ func (c *h2cConn) headerFrame(fh http2.FrameHeader) error {
 	}
 	c.block = append(c.block, make([]byte, fh.Length)...)
 	p := c.block[start:]
-	if _, err := io.ReadFull(c.br, p); err != nil {
+	if _, err := io.ReadFull(&c.br, p); err != nil {
 		return err
 	}
 	if fh.Type == http2.FrameHeaders {

@@ -272,7 +272,7 @@ func (s *h2cStream) open(q *h1Request, size int64) (pump bool, err error) {
 		c.queueHeaders(s.id, s.block, false)
 		pump = true
 	}
-	c.flushLocked()
+	c.kickLocked()
 	return pump, nil
 }
 
@@ -353,7 +353,7 @@ func (s *h2cStream) sendTrailers(tr http.Header) error {
 	if s.ended {
 		delete(c.streams, s.id)
 	}
-	c.flushLocked()
+	c.kickLocked()
 	return nil
 }
 
@@ -424,7 +424,7 @@ func (s *h2cStream) fail(err error) {
 		}
 	}
 	c.wakeLocked(s)
-	c.flushLocked()
+	c.kickLocked()
 	c.mu.Unlock()
 }
 

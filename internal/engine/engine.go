@@ -109,3 +109,16 @@ type Unwatcher interface {
 type Refuser interface {
 	Refuse()
 }
+
+// CancelNotifier is implemented by the response writer of queue's HTTP/2
+// engine. A handler that waits on a channel of its own for something
+// else (the h2c upstream client, for its stream's response) gives that
+// channel to NotifyCancel: when the request's context is canceled (the
+// client reset its stream, or its connection ended) the channel then gets
+// a value, sent without blocking, so the handler, woken, finds ctx.Err
+// set. It saves the handler a select on the context's Done channel, and
+// the stream the channel Done would make for each request. NotifyCancel(nil)
+// ends it; the handler calls it before it returns.
+type CancelNotifier interface {
+	NotifyCancel(ch chan<- struct{})
+}
