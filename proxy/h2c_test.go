@@ -628,3 +628,62 @@ func TestH2CTimeouts(t *testing.T) {
 		}
 	})
 }
+
+// TestH2CStreamsPerConn: a connection carries at most h2cMaxStreams
+// streams even when the upstream allows more; the requests past them go
+// on another connection.
+func TestH2CStreamsPerConn(t *testing.T) {
+	t.Parallel()
+	const total = h2cMaxStreams + 20
+	var mu sync.Mutex
+	perConn := map[int32]int{}
+	var held []func()
+	u := startRawH2C(t, &rawH2C{
+		settings: []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 1000}},
+		onFrame: func(cn *rawH2CConn, ev h2Event) {
+			if ev.typ != http2.FrameHeaders {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			perConn[cn.n]++
+			held = append(held, func() { cn.headers(ev.stream, true, ":status", "200", "content-length", "0") })
+			if len(held) == total { // all in at once: answer them
+				for _, f := range held {
+					f()
+				}
+			}
+		},
+	})
+	_, url := h2cFront(t, u.addr, Config{})
+	errs := make(chan error, total)
+	for range total {
+		go func() {
+			res, err := http.Get(url + "/")
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					err = fmt.Errorf("status %d", res.StatusCode)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range total {
+		if err := recv(t, errs, "a response"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for conn, streams := range perConn {
+		if streams > h2cMaxStreams {
+			t.Errorf("connection %d carried %d streams at once, want at most %d", conn, streams, h2cMaxStreams)
+		}
+		n += streams
+	}
+	if len(perConn) < 2 || n != total {
+		t.Errorf("%d streams on %d connections (%v), want %d on two or more", n, len(perConn), perConn, total)
+	}
+}
