@@ -6,13 +6,17 @@
 #
 #   bench/hostile.sh                         all proxies, all attacks
 #   PEERS="haproxy queue" ATTACKS=hpack-bomb bench/hostile.sh
+#   PEERS="queue queue-h2c" ATTACKS=rapid-reset bench/hostile.sh
 #   QUEUE_BIN=/path/to/queue bench/hostile.sh
 #
 # Attacks: chunks-post (one POST of 8,000,000 one-byte chunks), chunks-response (a GET
 # whose response from the upstream is 8,000,000 one-byte chunks), hpack-bomb (a 4,000-byte
 # field indexed once, then referenced 20 times in header block after header block, for at
 # most 10 s), bad-first-frame (the preface, then a frame header that is not SETTINGS and a
-# payload that never completes; the attacker keeps writing after a GOAWAY; at most 10 s).
+# payload that never completes; the attacker keeps writing after a GOAWAY; at most 10 s),
+# rapid-reset (50,000 streams opened and reset at once, 50 a write, paced by PINGs; at most
+# 60 s). Peer queue-h2c is queue with an h2c upstream (--upstream-protocol h2c), the same
+# upstream: rapid-reset's two queue rows compare the h2c client with the HTTP/1.1 one.
 # The proxy runs on CPU $PROXY_CPU (0), the attacker and the upstream on $LOAD_CPU (1).
 # Prints one row per proxy and attack; writes them to $OUT/hostile.tsv too, and with
 # RECORD=1 appends them to bench/results/hostile.tsv (record.sh).
@@ -25,8 +29,8 @@ ROOT=$(cd "$HERE/.." && pwd)
 source "$HERE/peers.sh"
 # shellcheck source=bench/record.sh
 source "$HERE/record.sh"
-PEERS=${PEERS:-"haproxy nginx queue"}
-ATTACKS=${ATTACKS:-"chunks-post chunks-response hpack-bomb bad-first-frame"}
+PEERS=${PEERS:-"haproxy nginx queue queue-h2c"}
+ATTACKS=${ATTACKS:-"chunks-post chunks-response hpack-bomb bad-first-frame rapid-reset"}
 PROXY_CPU=${PROXY_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
 OUT=${OUT:-${TMPDIR:-/tmp}/queue-hostile/$(date +%Y%m%d-%H%M%S)}
 NOFILE=$(ulimit -n)
@@ -68,9 +72,10 @@ for peer in $PEERS; do
   case $peer in
     haproxy) haproxy_conf "$tmp"; cmd=$HAPROXY_CMD ;;
     nginx) nginx_conf "$tmp"; cmd=$NGINX_CMD; h2c=$H2C ;;
-    queue)
+    queue | queue-h2c)
       cmd='exec "$QUEUE_BIN" --upstream "$UPSTREAM" --listen "$LISTEN" --admin-listen 127.0.0.1:18413
         --stats-listen 127.0.0.1:18414 --metrics-listen 127.0.0.1:18415 --drain-quiet-period 0s'
+      [[ $peer == queue-h2c ]] && cmd+=' --upstream-protocol h2c'
       cmd=${cmd//$'\n'/ } ;;
     *) echo "unknown peer $peer" >&2; exit 2 ;;
   esac
@@ -90,6 +95,7 @@ for peer in $PEERS; do
       chunks-post) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -n 8000000 -size 1 -path /discard 2>&1 || true) ;;
       chunks-response) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -get -path '/chunks?n=8000000&size=1' 2>&1 || true) ;;
       hpack-bomb | bad-first-frame) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/hostile" -target "$h2c" -attack "$attack" -timeout 10s 2>&1 || true) ;;
+      rapid-reset) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/hostile" -target "$h2c" -attack rapid-reset -max-blocks 50000 -timeout 60s 2>&1 || true) ;;
       *) echo "unknown attack $attack" >&2; exit 2 ;;
     esac
     sleep 0.2 # what the proxy does after the attacker's last byte counts too

