@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hostile.sh - what a hostile client costs queue, nginx and HAProxy: each attack alone
-# against each proxy in front of the same upstream, the proxy's CPU (user+sys of its
-# process tree, from /proc) around it, and what the attacker saw (bench/hostile and
+# against each proxy in front of the same upstream, the proxy's CPU (its process tree's
+# threads' time on CPU, from /proc/PID/task/*/schedstat) around it, and what the attacker saw (bench/hostile and
 # bench/chunks print it: how long the connection stayed open, the GOAWAY, the status).
 #
 #   bench/hostile.sh                         all proxies, all attacks
@@ -35,7 +35,6 @@ PROXY_CPU=${PROXY_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
 OUT=${OUT:-${TMPDIR:-/tmp}/queue-hostile/$(date +%Y%m%d-%H%M%S)}
 NOFILE=$(ulimit -n)
 UPSTREAM=127.0.0.1:18410 LISTEN=127.0.0.1:18411 H2C=127.0.0.1:18412
-HZ=$(getconf CLK_TCK)
 
 mkdir -p "$OUT/bin"
 STARTED=()
@@ -50,10 +49,14 @@ if [[ -z "${QUEUE_BIN:-}" ]]; then
   QUEUE_BIN=$OUT/bin/queue
 fi
 
-ticks() { # PIDs...: user+sys clock ticks of the processes and their descendants
-  local s=0 p
+cpu_ns() { # PIDs...: nanoseconds on CPU of the threads of the processes and their descendants
+  # (schedstat: the scheduler's own count, not 10 ms ticks; a thread that has exited
+  # is not counted, and none of the proxies' threads exit during an attack)
+  local s=0 p t
   for p in $(for q in "$@"; do tree "$q"; done); do
-    s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    for t in /proc/"$p"/task/*/schedstat; do
+      s=$((s + $(awk '{print $1}' "$t" 2>/dev/null || echo 0)))
+    done
   done
   echo "$s"
 }
@@ -90,7 +93,7 @@ for peer in $PEERS; do
     STARTED+=("$pid")
     wait_port "$LISTEN" || { echo "$peer did not start" >&2; exit 1; }
     sleep 0.5
-    before=$(ticks "$pid")
+    before=$(cpu_ns "$pid")
     case $attack in
       chunks-post) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -n 8000000 -size 1 -path /discard 2>&1 || true) ;;
       chunks-response) res=$(taskset -c "$LOAD_CPU" "$OUT/bin/chunks" -target "$LISTEN" -get -path '/chunks?n=8000000&size=1' 2>&1 || true) ;;
@@ -99,8 +102,8 @@ for peer in $PEERS; do
       *) echo "unknown attack $attack" >&2; exit 2 ;;
     esac
     sleep 0.2 # what the proxy does after the attacker's last byte counts too
-    after=$(ticks "$pid")
-    printf '%s\t%s\t%d\t%s\n' "$peer" "$attack" $(((after - before) * 1000 / HZ)) "${res//$'\n'/ }" | tee -a "$OUT/hostile.tsv"
+    after=$(cpu_ns "$pid")
+    printf '%s\t%s\t%d\t%s\n' "$peer" "$attack" $(((after - before) / 1000000)) "${res//$'\n'/ }" | tee -a "$OUT/hostile.tsv"
     stop_tree "$pid"
   done
 done
