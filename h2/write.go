@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/netio"
 	"golang.org/x/net/http2"
 )
@@ -66,7 +67,7 @@ func (w *writer) headersLocked(id uint32, block []byte, end bool) {
 		if end {
 			flags |= byte(http2.FlagHeadersEndStream)
 		}
-		w.q = appendFrameHeader(w.q, len(block), http2.FrameHeaders, flags, id)
+		w.q = hpackw.AppendFrameHeader(w.q, len(block), byte(http2.FrameHeaders), flags, id)
 		w.q = append(w.q, block...)
 		return
 	}
@@ -89,14 +90,8 @@ func (w *writer) dataLocked(id uint32, p []byte, end bool) {
 	if end {
 		flags = byte(http2.FlagDataEndStream)
 	}
-	w.q = appendFrameHeader(w.q, n, http2.FrameData, flags, id)
+	w.q = hpackw.AppendFrameHeader(w.q, n, byte(http2.FrameData), flags, id)
 	w.q = append(w.q, p...)
-}
-
-// appendFrameHeader appends a frame's 9-byte header (RFC 9113 section 4.1).
-func appendFrameHeader(b []byte, n int, t http2.FrameType, flags byte, id uint32) []byte {
-	return append(b, byte(n>>16), byte(n>>8), byte(n), byte(t), flags,
-		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 }
 
 // cut bounds the writes from now on by at, a write in progress included,

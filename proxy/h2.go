@@ -11,6 +11,7 @@ import (
 
 	"github.com/queue-dev/queue/headers"
 	"github.com/queue-dev/queue/internal/engine"
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http2"
@@ -148,7 +149,7 @@ func (p *Proxy) exchangeH2C(q *h1Request, s *h2cStream, w http.ResponseWriter, o
 			s.recvUnacked += n + s.padding
 			s.padding = 0
 			if s.recvUnacked >= h2cStreamWindow/2 && !s.ended {
-				c.wq = appendFrameHeader(c.wq, 4, http2.FrameWindowUpdate, 0, s.id)
+				c.wq = hpackw.AppendFrameHeader(c.wq, 4, byte(http2.FrameWindowUpdate), 0, s.id)
 				c.wq = append(c.wq, byte(s.recvUnacked>>24), byte(s.recvUnacked>>16), byte(s.recvUnacked>>8), byte(s.recvUnacked))
 				s.recvUnacked = 0
 				c.kickLocked()

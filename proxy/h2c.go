@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/pool"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -299,11 +300,11 @@ func (c *h2cConn) handshake(ctx context.Context) error {
 	c.nc.SetDeadline(deadline)
 	defer c.nc.SetDeadline(time.Time{})
 	b := append([]byte(nil), http2.ClientPreface...)
-	b = appendFrameHeader(b, 3*6, http2.FrameSettings, 0, 0)
+	b = hpackw.AppendFrameHeader(b, 3*6, byte(http2.FrameSettings), 0, 0)
 	b = appendSetting(b, http2.SettingEnablePush, 0)
 	b = appendSetting(b, http2.SettingInitialWindowSize, h2cStreamWindow)
 	b = appendSetting(b, http2.SettingMaxHeaderListSize, uint32(c.t.maxHeader))
-	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
+	b = hpackw.AppendFrameHeader(b, 4, byte(http2.FrameWindowUpdate), 0, 0)
 	b = binary.BigEndian.AppendUint32(b, h2cConnWindow-65535)
 	if _, err := c.bw.Write(b); err != nil {
 		return err
@@ -385,7 +386,7 @@ var errGoingAway = errors.New("h2c connection went away")
 
 // queueRST queues RST_STREAM; under mu.
 func (c *h2cConn) queueRST(id uint32, code http2.ErrCode) {
-	c.wq = appendFrameHeader(c.wq, 4, http2.FrameRSTStream, 0, id)
+	c.wq = hpackw.AppendFrameHeader(c.wq, 4, byte(http2.FrameRSTStream), 0, id)
 	c.wq = binary.BigEndian.AppendUint32(c.wq, uint32(code))
 }
 
@@ -479,7 +480,7 @@ func (c *h2cConn) tick() {
 		fail = errPingTimeout
 	case c.pingDue.IsZero() && !now.Before(c.lastRead.Add(c.t.pingAfter)):
 		c.pingDue = now.Add(c.t.pingTimeout)
-		c.wq = appendFrameHeader(c.wq, 8, http2.FramePing, 0, 0)
+		c.wq = hpackw.AppendFrameHeader(c.wq, 8, byte(http2.FramePing), 0, 0)
 		c.wq = append(c.wq, "queueh2c"...)
 		c.kickLocked()
 		later(c.pingDue)
@@ -577,12 +578,6 @@ func (c *h2cConn) writeLoopLocked() {
 	}
 }
 
-// appendFrameHeader appends a frame's 9-byte header (RFC 9113 section 4.1).
-func appendFrameHeader(b []byte, n int, t http2.FrameType, flags http2.Flags, id uint32) []byte {
-	return append(b, byte(n>>16), byte(n>>8), byte(n), byte(t), byte(flags),
-		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
-}
-
 // queueHeaders queues a header block as HEADERS and CONTINUATION frames
 // within the upstream's frame size; under mu.
 func (c *h2cConn) queueHeaders(id uint32, block []byte, end bool) {
@@ -600,7 +595,7 @@ func (c *h2cConn) queueHeaders(id uint32, block []byte, end bool) {
 		if n == len(block) {
 			flags |= http2.FlagHeadersEndHeaders
 		}
-		c.wq = appendFrameHeader(c.wq, n, t, flags, id)
+		c.wq = hpackw.AppendFrameHeader(c.wq, n, byte(t), byte(flags), id)
 		c.wq = append(c.wq, block[:n]...)
 		block = block[n:]
 		first = false
@@ -616,7 +611,7 @@ func (c *h2cConn) queueData(id uint32, p []byte, end bool) {
 		if end && n == len(p) {
 			flags = http2.FlagDataEndStream
 		}
-		c.wq = appendFrameHeader(c.wq, n, http2.FrameData, flags, id)
+		c.wq = hpackw.AppendFrameHeader(c.wq, n, byte(http2.FrameData), byte(flags), id)
 		c.wq = append(c.wq, p[:n]...)
 		p = p[n:]
 	}
@@ -649,7 +644,7 @@ func (c *h2cConn) settingsLocked(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
-	c.wq = appendFrameHeader(c.wq, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	c.wq = hpackw.AppendFrameHeader(c.wq, 0, byte(http2.FrameSettings), byte(http2.FlagSettingsAck), 0)
 	c.wakeBodies()
 	return nil
 }
@@ -675,7 +670,7 @@ func (c *h2cConn) readLoop() {
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
 				c.mu.Lock()
-				c.wq = appendFrameHeader(c.wq, 8, http2.FrameGoAway, 0, 0)
+				c.wq = hpackw.AppendFrameHeader(c.wq, 8, byte(http2.FrameGoAway), 0, 0)
 				c.wq = binary.BigEndian.AppendUint32(c.wq, 0)
 				c.wq = binary.BigEndian.AppendUint32(c.wq, uint32(ce))
 				c.flushLocked()
@@ -748,7 +743,7 @@ func (c *h2cConn) frame(fh http2.FrameHeader) error {
 			c.pingDue, c.lastRead = time.Time{}, time.Now()
 			return nil
 		}
-		c.wq = appendFrameHeader(c.wq, 8, http2.FramePing, http2.FlagPingAck, 0)
+		c.wq = hpackw.AppendFrameHeader(c.wq, 8, byte(http2.FramePing), byte(http2.FlagPingAck), 0)
 		c.wq = append(c.wq, f.Data[:]...)
 		c.kickLocked()
 	case *http2.GoAwayFrame:
@@ -827,7 +822,7 @@ func (c *h2cConn) dataLocked(f *http2.DataFrame) error {
 	n := int64(f.Length)
 	c.recvUnacked += n
 	if c.recvUnacked >= h2cConnWindow/4 {
-		c.wq = appendFrameHeader(c.wq, 4, http2.FrameWindowUpdate, 0, 0)
+		c.wq = hpackw.AppendFrameHeader(c.wq, 4, byte(http2.FrameWindowUpdate), 0, 0)
 		c.wq = binary.BigEndian.AppendUint32(c.wq, uint32(c.recvUnacked))
 		c.recvUnacked = 0
 		c.kickLocked()

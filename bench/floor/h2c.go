@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/queue-dev/queue/internal/hpackw"
 	"github.com/queue-dev/queue/internal/httpsem"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -337,9 +338,7 @@ func responseFrames(dst []byte, id uint32, resp []byte) ([]byte, error) {
 var errLongField = errors.New("a response field over 126 bytes")
 
 func appendFrame(dst []byte, t http2.FrameType, flags byte, id uint32, payload []byte) []byte {
-	n := len(payload)
-	dst = append(dst, byte(n>>16), byte(n>>8), byte(n), byte(t), flags,
-		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
+	dst = hpackw.AppendFrameHeader(dst, len(payload), byte(t), flags, id)
 	return append(dst, payload...)
 }
 

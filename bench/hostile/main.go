@@ -125,9 +125,7 @@ const (
 var typeNames = map[byte]string{typeData: "DATA", typeHeaders: "HEADERS", typeRST: "RST_STREAM", typeGoAway: "GOAWAY"}
 
 func frame(b []byte, typ, flags byte, stream uint32, payload []byte) []byte {
-	n := len(payload)
-	b = append(b, byte(n>>16), byte(n>>8), byte(n), typ, flags)
-	b = binary.BigEndian.AppendUint32(b, stream&0x7fffffff)
+	b = hpackw.AppendFrameHeader(b, len(payload), typ, flags, stream)
 	return append(b, payload...)
 }
 

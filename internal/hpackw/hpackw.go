@@ -1,6 +1,7 @@
 // Package hpackw is queue's HPACK encoder (RFC 7541): the serving
 // engine's responses (package h2) and the h2c upstream client's requests
-// (package proxy) are encoded by it. It writes every field as a literal
+// (package proxy) are encoded by it, and the frames that carry them get
+// their 9-byte headers from it (AppendFrameHeader). It writes every field as a literal
 // without indexing, so it keeps no state: nothing to share between the
 // streams of a connection, and no string of a message kept beyond its
 // encoding. It does not check what it encodes: callers pass lowercase,
@@ -195,4 +196,12 @@ func AppendStatus(b []byte, code int) []byte {
 	}
 	var d [3]byte
 	return AppendField(b, ":status", string(strconv.AppendInt(d[:0], int64(code), 10)))
+}
+
+// AppendFrameHeader appends an HTTP/2 frame's 9-byte header (RFC 9113
+// section 4.1): the payload's length n, the type, the flags and the
+// stream id, its reserved bit cleared.
+func AppendFrameHeader(b []byte, n int, typ, flags uint8, id uint32) []byte {
+	return append(b, byte(n>>16), byte(n>>8), byte(n), typ, flags,
+		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 }
