@@ -308,13 +308,11 @@ type afterFunc struct{ f func() }
 
 func (x *streamCtx) reset() {
 	x.mu.Lock()
-	if x.err.Load() != nil {
-		// Closed: the next stream needs a channel of its own. One never
-		// closed is kept: a handler that waits on Done (the h2c upstream
-		// client does, for a client's reset) costs the stream no channel
-		// (BenchmarkProxyRawH2C/h2-h2c).
-		x.done = nil
-	}
+	// A Done channel, if one was made, was closed at cancel (serve cancels
+	// every stream whose handler ran): the next stream needs its own. A
+	// handler that waits for a client's reset without one uses
+	// engine.CancelNotifier (notify).
+	x.done = nil
 	x.err.Store(nil)
 	x.funcs = x.funcs[:0]
 	x.wake = nil
