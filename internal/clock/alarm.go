@@ -33,24 +33,22 @@ type Alarm struct {
 }
 
 // NewAlarm returns an Alarm that is not armed.
-func NewAlarm() *Alarm {
-	a := &Alarm{c: make(chan struct{}, 1)}
-	a.C = a.c
-	if !a.fd.open(a.fired) {
-		a.t = time.AfterFunc(time.Hour, a.fired)
-		a.t.Stop()
-	}
-	return a
-}
+func NewAlarm() *Alarm { return newAlarm(true) }
 
 // NewTimerAlarm returns an Alarm that is not armed and runs on a
 // time.Timer everywhere: for tests under testing/synctest, whose fake
 // clock moves the runtime's timers but not a timerfd.
-func NewTimerAlarm() *Alarm {
+func NewTimerAlarm() *Alarm { return newAlarm(false) }
+
+// newAlarm makes an Alarm on a timerfd if timerfd is true and one can be
+// made, else on a time.Timer.
+func newAlarm(timerfd bool) *Alarm {
 	a := &Alarm{c: make(chan struct{}, 1)}
 	a.C = a.c
-	a.t = time.AfterFunc(time.Hour, a.fired)
-	a.t.Stop()
+	if !timerfd || !a.fd.open(a.fired) {
+		a.t = time.AfterFunc(time.Hour, a.fired)
+		a.t.Stop()
+	}
 	return a
 }
 
@@ -61,11 +59,7 @@ func (a *Alarm) Reset(d time.Duration) {
 	a.drain()
 	d = max(d, 0)
 	a.when, a.armed = time.Now().Add(d), true
-	if a.t != nil {
-		a.t.Reset(d)
-		return
-	}
-	a.fd.set(d)
+	a.set(d)
 }
 
 // Stop disarms the alarm.
@@ -74,11 +68,7 @@ func (a *Alarm) Stop() {
 	defer a.mu.Unlock()
 	a.drain()
 	a.armed = false
-	if a.t != nil {
-		a.t.Stop()
-		return
-	}
-	a.fd.set(-1)
+	a.set(-1)
 }
 
 // Close disarms the alarm for good and releases what it holds.
@@ -86,6 +76,19 @@ func (a *Alarm) Close() {
 	a.Stop()
 	if a.t == nil {
 		a.fd.close()
+	}
+}
+
+// set arms the timer under the alarm to expire after d, or disarms it
+// when d < 0; under mu.
+func (a *Alarm) set(d time.Duration) {
+	switch {
+	case a.t == nil:
+		a.fd.set(d)
+	case d < 0:
+		a.t.Stop()
+	default:
+		a.t.Reset(d)
 	}
 }
 
@@ -100,11 +103,7 @@ func (a *Alarm) fired() {
 		return
 	}
 	if left := time.Until(a.when); left > 0 {
-		if a.t != nil {
-			a.t.Reset(left)
-		} else {
-			a.fd.set(left)
-		}
+		a.set(left)
 		return
 	}
 	a.armed = false
