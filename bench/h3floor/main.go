@@ -1,0 +1,45 @@
+// Command h3floor is quic-go's floor for the HTTP/3 rows: a bare
+// http3.Server answering every request with 1 KiB from memory, no proxying,
+// so that queue's HTTP/3 cost can be read against what quic-go's own
+// server costs for the same load (h3load).
+//
+//	h3floor -listen 127.0.0.1:18443 -cert cert.pem -key key.pem
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/quic-go/quic-go/http3"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18443", "UDP host:port")
+	certFile := flag.String("cert", "", "PEM certificate")
+	keyFile := flag.String("key", "", "PEM key")
+	flag.Parse()
+	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "h3floor:", err)
+		os.Exit(2)
+	}
+	body := make([]byte, 1024)
+	for i := range body {
+		body[i] = 'a'
+	}
+	s := &http3.Server{
+		Addr:      *listen,
+		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1024")
+			w.Write(body)
+		}),
+	}
+	if err := s.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, "h3floor:", err)
+		os.Exit(1)
+	}
+}
