@@ -44,8 +44,13 @@ type Config struct {
 	LogLevel             string
 	AccessLog            bool
 	PProf                bool
-	PProfListen          string // the profiling port (--pprof-listen); "": none
-	Version              bool
+	// HTTP3 serves HTTP/3 on the TLS port's number over UDP when TLS is on:
+	// the default outside Knative; in Knative mode only when asked
+	// (QUEUE_HTTP3=true), as the ingress, not the end client, talks to the
+	// sidecar there.
+	HTTP3       bool
+	PProfListen string // the profiling port (--pprof-listen); "": none
+	Version     bool
 	// KnativeMode is true when knativeModeVar is set: queue runs as
 	// Knative Serving's queue-proxy and takes Knative's defaults.
 	KnativeMode bool
@@ -157,6 +162,7 @@ func defaultConfig(knative bool) Config {
 		LogLevel:         "info",
 		KnativeCertDir:   DefaultKnativeCertDir,
 		KnativeMode:      knative,
+		HTTP3:            !knative,
 	}
 	if knative {
 		c.StatsListen = knativeStatsListen
@@ -224,6 +230,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
 	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")
+	fs.Var(boolValue{&c.HTTP3}, "http3", "serve HTTP/3 (QUIC) on the TLS port's number over UDP when TLS is on (default true, false in Knative mode)")
 	fs.Var(addrValue{&c.PProfListen, false}, "pprof-listen", "serve /debug/pprof/ on a port of its own at `ADDR` (Knative: :8008 with runtime profiling on)")
 	fs.Var(boolValue{&c.Version}, "version", "print the version, commit and Go version, and exit")
 	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "read Knative's tls.crt and tls.key from `DIR` when both exist and no --tls-cert is given")

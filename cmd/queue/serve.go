@@ -24,6 +24,7 @@ import (
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
 	"github.com/queue-dev/queue/tracing"
+	"github.com/quic-go/quic-go/http3"
 )
 
 const (
@@ -41,6 +42,9 @@ type app struct {
 	certs *ingress.CertReloader
 
 	ingress        *ingress.Server // the serving and TLS ports
+	altSvc         *altSvcHandler  // in front of the ingress's handler: Alt-Svc for HTTP/3
+	h3             *http3.Server   // HTTP/3 on the TLS port's number, or nil
+	h3Conn         net.PacketConn
 	tlsConfig      *tls.Config
 	admin          *http.Server
 	plainLn, tlsLn net.Listener
@@ -177,8 +181,9 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	errLog := serverLog(logger)
+	a.altSvc = &altSvcHandler{next: handler}
 	a.ingress, err = ingress.New(ingress.Config{
-		Handler:           handler,
+		Handler:           a.altSvc,
 		MaxConns:          cfg.MaxConnections,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		Logger:            logger,
@@ -246,6 +251,14 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		if a.tlsLn, err = listen(cfg.TLSListen); err != nil {
 			return nil, err
 		}
+		if cfg.HTTP3 {
+			if a.h3Conn, err = listenHTTP3(a.tlsLn); err != nil {
+				closeListeners()
+				return nil, err
+			}
+			a.h3 = newHTTP3(handler, a.tlsConfig)
+			a.altSvc.value = altSvc(a.h3Conn.LocalAddr())
+		}
 	}
 	if a.adminLn, err = listen(cfg.AdminListen); err != nil {
 		return nil, err
@@ -305,6 +318,9 @@ func (a *app) serve(ctx context.Context) error {
 	run("serving", func() error { return a.ingress.Serve(a.plainLn) })
 	if a.tlsLn != nil {
 		run("tls", func() error { return a.ingress.ServeTLS(a.tlsLn, a.tlsConfig) })
+	}
+	if a.h3 != nil {
+		run("http3", func() error { return a.h3.Serve(a.h3Conn) })
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
@@ -368,6 +384,18 @@ func (a *app) drain() error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.DrainTimeout)
 		defer cancel()
+	}
+	if a.h3 != nil {
+		// GOAWAY now; the requests in flight are waited for beside the
+		// other protocols'.
+		h3done := make(chan error, 1)
+		go func() { h3done <- shutdownHTTP3(ctx, a.h3) }()
+		defer func() {
+			if err := <-h3done; err != nil {
+				a.log.LogAttrs(ctx, slog.LevelWarn, "HTTP/3 connections cut at drain timeout", slog.Any("err", err))
+			}
+			a.h3Conn.Close()
+		}()
 	}
 	if err := a.ingress.Shutdown(ctx); err != nil {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "connections cut at drain timeout", slog.Any("err", err))
