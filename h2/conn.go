@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/queue-dev/queue/internal/httpsem"
 	"io"
 	"net"
 	"net/netip"
@@ -74,7 +75,7 @@ type conn struct {
 	curBytes  int
 	curEnd    bool // the HEADERS frame had END_STREAM
 	curReject http2.ErrCode
-	canon     map[string]string // canonical keys of uncommon names, per connection (bounded)
+	canon     httpsem.Canonicalizer // canonical keys of uncommon names, per connection (bounded)
 	blk       block
 	first     bool // no frame read yet: the first must be SETTINGS
 

@@ -3,8 +3,6 @@ package h2
 import (
 	"encoding/binary"
 	"net/http"
-	"net/textproto"
-	"strings"
 	"time"
 
 	"github.com/queue-dev/queue/internal/hpackw"
@@ -293,11 +291,11 @@ func (c *conn) onField(f hpack.HeaderField) {
 		return
 	}
 	b.regular = true
-	if !validName(name) || !validValue(value) {
+	if !httpsem.ValidFieldName(name) || !httpsem.ValidFieldValue(value) {
 		b.bad = true
 		return
 	}
-	if connectionSpecific(name) {
+	if httpsem.ConnectionSpecific(name) {
 		b.bad = true
 		return
 	}
@@ -327,7 +325,7 @@ func (c *conn) onField(f hpack.HeaderField) {
 		}
 	}
 	s := c.cur
-	key := c.canonical(name)
+	key := c.canon.Key(name)
 	if b.trailers {
 		if s.trailer == nil {
 			s.trailer = make(http.Header)
@@ -349,84 +347,4 @@ func (c *conn) onField(f hpack.HeaderField) {
 	s.vals = append(s.vals, value)
 	n := len(s.vals)
 	h[key] = s.vals[n-1 : n : n]
-}
-
-// canonical returns the http.Header key of a lowercase field name.
-func (c *conn) canonical(name string) string {
-	if k, ok := commonKeys[name]; ok {
-		return k
-	}
-	if k, ok := c.canon[name]; ok {
-		return k
-	}
-	k := textproto.CanonicalMIMEHeaderKey(name)
-	if c.canon == nil {
-		c.canon = make(map[string]string)
-	}
-	if len(c.canon) < maxCanon {
-		c.canon[name] = k
-	}
-	return k
-}
-
-// maxCanon bounds a connection's cache of uncommon names.
-const maxCanon = 64
-
-var commonKeys = func() map[string]string {
-	m := make(map[string]string)
-	for _, k := range []string{
-		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Accept-Ranges",
-		"Access-Control-Request-Headers", "Access-Control-Request-Method", "Authorization",
-		"Baggage", "Cache-Control", "Content-Encoding", "Content-Language", "Content-Length",
-		"Content-Type", "Cookie", "Date", "Dnt", "Expect", "Forwarded", "From", "Grpc-Accept-Encoding",
-		"Grpc-Encoding", "Grpc-Timeout", "If-Match", "If-Modified-Since", "If-None-Match", "If-Range",
-		"If-Unmodified-Since", "K-Kubelet-Probe", "Knative-Serving-Namespace", "Knative-Serving-Revision",
-		"Max-Forwards", "Origin", "Pragma", "Priority", "Range", "Referer", "Sec-Fetch-Dest", "Sec-Fetch-Mode",
-		"Sec-Fetch-Site", "Sec-Fetch-User", "Te", "Traceparent", "Tracestate", "Upgrade-Insecure-Requests",
-		"User-Agent", "Via", "X-B3-Flags", "X-B3-Parentspanid", "X-B3-Sampled", "X-B3-Spanid", "X-B3-Traceid",
-		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
-		"X-Requested-With", "B3",
-	} {
-		m[strings.ToLower(k)] = k
-	}
-	return m
-}()
-
-// validName reports whether name is a lowercase token (RFC 9113 section
-// 8.2.1: uppercase is malformed).
-func validName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !httpsem.IsTchar(c) || 'A' <= c && c <= 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue reports whether value has no control byte but HTAB, and no
-// leading or trailing whitespace (RFC 9113 section 8.2.1).
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	if n := len(v); n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n-1] == ' ' || v[n-1] == '\t') {
-		return false
-	}
-	return true
-}
-
-// connectionSpecific reports the fields, by lowercase name, that HTTP/2
-// does not carry (RFC 9113 section 8.2.2): a request with one is
-// malformed, and a response's are not sent.
-func connectionSpecific(name string) bool {
-	switch name {
-	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-		return true
-	}
-	return false
 }

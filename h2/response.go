@@ -267,7 +267,7 @@ func (w *response) writeHead(status int, end, final bool) {
 			continue
 		}
 		name := w.lowerName(k)
-		if connectionSpecific(name) {
+		if httpsem.ConnectionSpecific(name) {
 			continue
 		}
 		if name == "date" {
@@ -450,7 +450,7 @@ func (w *response) writeTrailers() {
 	b := w.block[:0]
 	w.trailers = httpsem.AppendTrailerKeys(w.trailers[:0], w.hdr)
 	for _, k := range w.trailers {
-		if name := w.lowerName(k); !connectionSpecific(name) {
+		if name := w.lowerName(k); !httpsem.ConnectionSpecific(name) {
 			b = appendValues(b, name, w.hdr[k])
 		}
 	}
@@ -458,7 +458,7 @@ func (w *response) writeTrailers() {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		if name := w.lowerName(k[len(http.TrailerPrefix):]); name != "" && !connectionSpecific(name) {
+		if name := w.lowerName(k[len(http.TrailerPrefix):]); name != "" && !httpsem.ConnectionSpecific(name) {
 			b = appendValues(b, name, vv)
 		}
 	}

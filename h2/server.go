@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/clock"
-	"github.com/queue-dev/queue/internal/gostack"
+	"github.com/queue-dev/queue/internal/workers"
 )
 
 // Server serves HTTP/2 connections that its caller accepted (and, for TLS,
@@ -40,7 +40,7 @@ type Server struct {
 	glitches     atomic.Uint64 // counted by every connection (Glitches)
 	glitchCloses atomic.Uint64 // connections closed past MaxGlitches
 
-	workers workers
+	workers workers.Pool[*stream]
 }
 
 // Glitches reports the glitches (MaxGlitches) that the server's
@@ -160,89 +160,8 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.nc.Close()
 	}
-	s.workers.stopIdle()
+	s.workers.StopIdle()
 	return nil
-}
-
-// workers run streams' handlers. A worker that finished a stream waits for
-// the next one; one idle for workerIdle exits (within twice that). Under
-// load a stream thus costs a goroutine switch, not a goroutine; at rest
-// no worker is left.
-type workers struct {
-	mu    sync.Mutex
-	idle  []*worker // last idled at the end
-	timer *time.Timer
-	tick  uint64 // retire's runs: a clock with no clock read per stream
-}
-
-type worker struct {
-	ch   chan *stream
-	last uint64 // the retire tick it went idle in
-}
-
-const workerIdle = time.Second
-
-// run serves st on an idle worker, or on a new one.
-func (ws *workers) run(st *stream) {
-	ws.mu.Lock()
-	if n := len(ws.idle); n > 0 {
-		w := ws.idle[n-1]
-		ws.idle[n-1] = nil
-		ws.idle = ws.idle[:n-1]
-		ws.mu.Unlock()
-		w.ch <- st
-		return
-	}
-	ws.mu.Unlock()
-	w := &worker{ch: make(chan *stream, 1)}
-	go ws.work(w, st)
-}
-
-func (ws *workers) work(w *worker, st *stream) {
-	gostack.Grow()
-	for st != nil {
-		st.serve()
-		ws.mu.Lock()
-		w.last = ws.tick
-		ws.idle = append(ws.idle, w)
-		if ws.timer == nil {
-			ws.timer = time.AfterFunc(workerIdle, ws.retire)
-		}
-		ws.mu.Unlock()
-		st = <-w.ch
-	}
-}
-
-// retire runs every workerIdle while workers are idle, and ends those
-// idle since before its last run (between one and two periods), oldest
-// first.
-func (ws *workers) retire() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	cut := ws.tick
-	ws.tick++
-	n := 0
-	for n < len(ws.idle) && ws.idle[n].last < cut {
-		ws.idle[n].ch <- nil
-		n++
-	}
-	ws.idle = append(ws.idle[:0], ws.idle[n:]...)
-	clear(ws.idle[len(ws.idle):cap(ws.idle)])
-	if len(ws.idle) > 0 {
-		ws.timer.Reset(workerIdle)
-	} else {
-		ws.timer = nil
-	}
-}
-
-func (ws *workers) stopIdle() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for _, w := range ws.idle {
-		w.ch <- nil
-	}
-	clear(ws.idle)
-	ws.idle = ws.idle[:0]
 }
 
 var errClosed = errors.New("h2: connection closed")

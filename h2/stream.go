@@ -164,11 +164,12 @@ func (s *stream) fromRequest(r *http.Request) {
 func (c *conn) startLocked(s *stream) {
 	c.running++
 	s.refs++
-	c.s.workers.run(s)
+	c.s.workers.Run(s)
 }
 
-// serve runs the handler for s on a worker, and ends the response.
-func (s *stream) serve() {
+// Serve runs the handler for s on a worker, and ends the response
+// (workers.Task).
+func (s *stream) Serve() {
 	c := s.c
 	s.res.reset()
 	aborted := false

@@ -1,0 +1,105 @@
+package httpsem
+
+import (
+	"net/textproto"
+	"strings"
+)
+
+// The field rules HTTP/2 and HTTP/3 share (RFC 9113 section 8.2, RFC 9114
+// section 4.2): names are lowercase on the wire, values carry no control
+// byte, and the connection-specific fields of HTTP/1.1 are not carried.
+
+// ValidFieldName reports whether name is a lowercase token: uppercase is
+// malformed in HTTP/2 and HTTP/3.
+func ValidFieldName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !IsTchar(c) || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFieldValue reports whether value has no control byte but HTAB, and
+// no leading or trailing whitespace.
+func ValidFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	if n := len(v); n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n-1] == ' ' || v[n-1] == '\t') {
+		return false
+	}
+	return true
+}
+
+// ConnectionSpecific reports the fields, by lowercase name, that HTTP/2
+// and HTTP/3 do not carry: a request with one is malformed, and a
+// response's are not sent.
+func ConnectionSpecific(name string) bool {
+	switch name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}
+
+// CommonKey returns the http.Header key of a common lowercase field name,
+// without an allocation; ok is false for others (Canonicalizer).
+func CommonKey(name string) (key string, ok bool) {
+	key, ok = commonKeys[name]
+	return key, ok
+}
+
+// Canonicalizer gives the http.Header keys of lowercase field names: the
+// common ones from a shared table, others from a cache of up to
+// MaxCanonical names that belongs to one connection. The zero value is
+// ready; it is not safe for concurrent use.
+type Canonicalizer struct {
+	cache map[string]string
+}
+
+// MaxCanonical bounds a connection's cache of uncommon names.
+const MaxCanonical = 64
+
+// Key returns the http.Header key of a lowercase field name.
+func (c *Canonicalizer) Key(name string) string {
+	if k, ok := commonKeys[name]; ok {
+		return k
+	}
+	if k, ok := c.cache[name]; ok {
+		return k
+	}
+	k := textproto.CanonicalMIMEHeaderKey(name)
+	if c.cache == nil {
+		c.cache = make(map[string]string)
+	}
+	if len(c.cache) < MaxCanonical {
+		c.cache[name] = k
+	}
+	return k
+}
+
+var commonKeys = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []string{
+		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Accept-Ranges",
+		"Access-Control-Request-Headers", "Access-Control-Request-Method", "Authorization",
+		"Baggage", "Cache-Control", "Content-Encoding", "Content-Language", "Content-Length",
+		"Content-Type", "Cookie", "Date", "Dnt", "Expect", "Forwarded", "From", "Grpc-Accept-Encoding",
+		"Grpc-Encoding", "Grpc-Timeout", "If-Match", "If-Modified-Since", "If-None-Match", "If-Range",
+		"If-Unmodified-Since", "K-Kubelet-Probe", "Knative-Serving-Namespace", "Knative-Serving-Revision",
+		"Max-Forwards", "Origin", "Pragma", "Priority", "Range", "Referer", "Sec-Fetch-Dest", "Sec-Fetch-Mode",
+		"Sec-Fetch-Site", "Sec-Fetch-User", "Te", "Traceparent", "Tracestate", "Upgrade-Insecure-Requests",
+		"User-Agent", "Via", "X-B3-Flags", "X-B3-Parentspanid", "X-B3-Sampled", "X-B3-Spanid", "X-B3-Traceid",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
+		"X-Requested-With", "B3",
+	} {
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
