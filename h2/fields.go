@@ -13,14 +13,10 @@ import (
 
 // block is what the read loop learns of a header block as it decodes it.
 type block struct {
-	method, scheme, path, authority, host string
-	cl                                    string // content-length, if any
-	regular                               bool   // a regular field came: no more pseudo-fields
-	trailers                              bool
-	bad                                   bool // malformed (RFC 9113 section 8.1.1): a stream error
-	size                                  int  // the header list's size (RFC 9113 section 6.5.2)
-	tooLarge                              bool
-	bomb                                  bool // decoded past HPACKBombRatio: the connection ends
+	httpsem.Section
+	size     int // the header list's size (RFC 9113 section 6.5.2)
+	tooLarge bool
+	bomb     bool // decoded past HPACKBombRatio: the connection ends
 }
 
 // blockFrame handles a HEADERS or CONTINUATION frame whose header
@@ -65,7 +61,10 @@ func (c *conn) headers(id uint32, endStream, endHeaders, prio bool, dep uint32, 
 			c.curReject = http2.ErrCodeProtocol // trailers end the stream
 		default:
 			c.cur = s
-			c.blk.trailers = true
+			if s.trailer == nil {
+				s.trailer = make(http.Header)
+			}
+			c.blk.Reset(s.trailer, &s.vals, &c.canon, true)
 		}
 	case id <= c.maxID && c.resetByUs(id):
 		// Trailers in flight when queue reset the stream: decoded for
@@ -98,11 +97,12 @@ func (c *conn) headers(id uint32, endStream, endHeaders, prio bool, dep uint32, 
 			}
 		default:
 			c.cur = c.newStreamLocked(id)
+			c.blk.Reset(c.cur.hdr, &c.cur.vals, &c.canon, false)
 		}
 	}
 	if prio && dep == id {
 		c.curReject = http2.ErrCodeProtocol // a stream cannot depend on itself
-		if c.cur != nil && !c.blk.trailers {
+		if c.cur != nil && !c.blk.Trailers {
 			c.resetLocked(c.cur, c.curReject)
 			c.curReject = 0
 		}
@@ -188,8 +188,8 @@ func (c *conn) endBlock() error {
 	if s.err != nil {
 		return nil // reset while its block was read
 	}
-	if b.trailers {
-		if b.bad || b.tooLarge || (s.declared >= 0 && s.received != s.declared) {
+	if b.Trailers {
+		if b.Bad || b.tooLarge || (s.declared >= 0 && s.received != s.declared) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
 			return c.glitchLocked(GlitchRefused)
 		}
@@ -201,14 +201,13 @@ func (c *conn) endBlock() error {
 		c.answerLocked(s, http.StatusRequestHeaderFieldsTooLarge)
 		return nil
 	}
-	if b.bad || b.method == "" || (b.method != http.MethodConnect && (b.scheme == "" || b.path == "")) ||
-		(b.method == http.MethodConnect && (b.scheme != "" || b.path != "" || b.authority == "")) {
+	if !b.Valid() {
 		c.resetLocked(s, http2.ErrCodeProtocol)
 		return c.glitchLocked(GlitchRefused)
 	}
 	declared := int64(-1)
-	if b.cl != "" {
-		n, ok := httpsem.ParseDigits(b.cl)
+	if b.ContentLength != "" {
+		n, ok := httpsem.ParseDigits(b.ContentLength)
 		if !ok || (c.curEnd && n != 0) {
 			c.resetLocked(s, http2.ErrCodeProtocol)
 			return c.glitchLocked(GlitchRefused)
@@ -260,91 +259,8 @@ func (c *conn) onField(f hpack.HeaderField) {
 		}
 		return
 	}
-	if b.bad || c.cur == nil {
+	if c.cur == nil {
 		return
 	}
-	name, value := f.Name, f.Value
-	if len(name) > 0 && name[0] == ':' {
-		if b.regular || b.trailers {
-			b.bad = true
-			return
-		}
-		var p *string
-		switch name {
-		case ":method":
-			p = &b.method
-		case ":scheme":
-			p = &b.scheme
-		case ":path":
-			p = &b.path
-		case ":authority":
-			p = &b.authority
-		default:
-			b.bad = true // :protocol included: extended CONNECT is not offered
-			return
-		}
-		if *p != "" || value == "" {
-			b.bad = true
-			return
-		}
-		*p = value
-		return
-	}
-	b.regular = true
-	if !httpsem.ValidFieldName(name) || !httpsem.ValidFieldValue(value) {
-		b.bad = true
-		return
-	}
-	if httpsem.ConnectionSpecific(name) {
-		b.bad = true
-		return
-	}
-	switch name {
-	case "te":
-		if value != "trailers" {
-			b.bad = true
-			return
-		}
-	case "content-length":
-		if b.cl != "" && b.cl != value {
-			b.bad = true
-			return
-		}
-		b.cl = value
-		if !b.trailers {
-			return // ContentLength carries it
-		}
-	case "host":
-		if b.host != "" {
-			b.bad = true
-			return
-		}
-		b.host = value
-		if !b.trailers {
-			return // Host carries it
-		}
-	}
-	s := c.cur
-	key := c.canon.Key(name)
-	if b.trailers {
-		if s.trailer == nil {
-			s.trailer = make(http.Header)
-		}
-		s.trailer[key] = append(s.trailer[key], value)
-		return
-	}
-	h := s.hdr
-	if vv, ok := h[key]; ok {
-		if key == "Cookie" {
-			// Split crumbs are joined for HTTP/1.1 (RFC 9113 section
-			// 8.2.3).
-			h[key] = []string{vv[0] + "; " + value}
-			return
-		}
-		h[key] = append(vv, value)
-		return
-	}
-	s.vals = append(s.vals, value)
-	n := len(s.vals)
-	h[key] = s.vals[n-1 : n : n]
+	b.Add(f.Name, f.Value)
 }

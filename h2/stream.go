@@ -104,15 +104,12 @@ func (s *stream) unref() {
 func (s *stream) setRequest(b *block, declared int64, ended bool) bool {
 	s.req = s.blank
 	r := &s.req
-	r.Method = b.method
+	r.Method = b.Method
 	r.URL = &s.url
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
 	r.Header = s.hdr
-	r.Host = b.authority
-	if r.Host == "" {
-		r.Host = b.host
-	}
-	r.RequestURI = b.path
+	r.Host = b.RequestHost()
+	r.RequestURI = b.Path
 	r.RemoteAddr = s.c.remote
 	r.TLS = s.c.tls
 	r.Close = false
@@ -125,27 +122,15 @@ func (s *stream) setRequest(b *block, declared int64, ended bool) bool {
 	default:
 		r.Body, r.ContentLength = &s.rb, declared
 	}
-	if b.method == http.MethodConnect {
-		s.url = url.URL{Host: b.authority}
-		return true
-	}
-	if b.path == "*" && b.method == http.MethodOptions {
-		s.url = url.URL{Path: "*"}
-		return true
-	}
-	if b.path == "" || b.path[0] != '/' {
-		return false // not origin-form
-	}
-	s.url = url.URL{}
-	return httpsem.SetOrigin(&s.url, b.path)
+	return b.SetTarget(&s.url)
 }
 
 // fromRequest makes the stream's request from an upgrading HTTP/1.1 one,
 // whose strings live only as long as it: they are copied.
 func (s *stream) fromRequest(r *http.Request) {
-	b := block{method: r.Method, path: r.RequestURI, authority: r.Host, scheme: "http"}
-	if b.path == "" && r.URL != nil {
-		b.path = r.URL.RequestURI()
+	b := block{Section: httpsem.Section{Method: r.Method, Path: r.RequestURI, Authority: r.Host, Scheme: "http"}}
+	if b.Path == "" && r.URL != nil {
+		b.Path = r.URL.RequestURI()
 	}
 	for k, vv := range r.Header {
 		k = strings.Clone(k)
@@ -153,7 +138,7 @@ func (s *stream) fromRequest(r *http.Request) {
 			s.hdr[k] = append(s.hdr[k], strings.Clone(v))
 		}
 	}
-	b.method, b.path, b.authority = strings.Clone(b.method), strings.Clone(b.path), strings.Clone(b.authority)
+	b.Method, b.Path, b.Authority = strings.Clone(b.Method), strings.Clone(b.Path), strings.Clone(b.Authority)
 	if !s.setRequest(&b, 0, true) {
 		s.url = url.URL{Path: "/"}
 	}

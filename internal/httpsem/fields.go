@@ -1,7 +1,9 @@
 package httpsem
 
 import (
+	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 )
 
@@ -103,3 +105,146 @@ var commonKeys = func() map[string]string {
 	}
 	return m
 }()
+
+// Section collects a request's decoded field section as HTTP/2 and HTTP/3
+// carry it: the pseudo-fields, Content-Length and Host kept aside, the
+// regular fields into Header, and whether the section is malformed (RFC
+// 9113 section 8.1.1, RFC 9114 section 4.1.2).
+type Section struct {
+	Method, Scheme, Path, Authority, Host string
+	ContentLength                         string // content-length, if any
+	// Trailers marks a trailer section: no pseudo-fields, and every field
+	// goes to Header.
+	Trailers bool
+	// Bad reports a malformed section: a stream error.
+	Bad     bool
+	regular bool
+
+	// Header receives the regular fields; Vals backs one-value slices, and
+	// Canon gives the keys.
+	Header http.Header
+	Vals   *[]string
+	Canon  *Canonicalizer
+}
+
+// Reset empties b for a new section into h.
+func (b *Section) Reset(h http.Header, vals *[]string, canon *Canonicalizer, trailers bool) {
+	*b = Section{Header: h, Vals: vals, Canon: canon, Trailers: trailers}
+}
+
+// Add takes one decoded field, name in lowercase as it came.
+func (b *Section) Add(name, value string) {
+	if b.Bad {
+		return
+	}
+	if len(name) > 0 && name[0] == ':' {
+		if b.regular || b.Trailers {
+			b.Bad = true
+			return
+		}
+		var p *string
+		switch name {
+		case ":method":
+			p = &b.Method
+		case ":scheme":
+			p = &b.Scheme
+		case ":path":
+			p = &b.Path
+		case ":authority":
+			p = &b.Authority
+		default:
+			b.Bad = true // :protocol included: extended CONNECT is not offered
+			return
+		}
+		if *p != "" || value == "" {
+			b.Bad = true
+			return
+		}
+		*p = value
+		return
+	}
+	b.regular = true
+	if !ValidFieldName(name) || !ValidFieldValue(value) || ConnectionSpecific(name) {
+		b.Bad = true
+		return
+	}
+	switch name {
+	case "te":
+		if value != "trailers" {
+			b.Bad = true
+			return
+		}
+	case "content-length":
+		if b.ContentLength != "" && b.ContentLength != value {
+			b.Bad = true
+			return
+		}
+		b.ContentLength = value
+		if !b.Trailers {
+			return // the request's ContentLength carries it
+		}
+	case "host":
+		if b.Host != "" {
+			b.Bad = true
+			return
+		}
+		b.Host = value
+		if !b.Trailers {
+			return // the request's Host carries it
+		}
+	}
+	key := b.Canon.Key(name)
+	h := b.Header
+	if vv, ok := h[key]; ok {
+		if key == "Cookie" && !b.Trailers {
+			// Split crumbs are joined for HTTP/1.1 (RFC 9113 section
+			// 8.2.3, RFC 9114 section 4.2.1).
+			h[key] = []string{vv[0] + "; " + value}
+			return
+		}
+		h[key] = append(vv, value)
+		return
+	}
+	vals := append(*b.Vals, value)
+	*b.Vals = vals
+	n := len(vals)
+	h[key] = vals[n-1 : n : n]
+}
+
+// Valid reports whether a request section has what its method needs: a
+// method, and a scheme and a path, or for CONNECT an authority and
+// neither.
+func (b *Section) Valid() bool {
+	if b.Bad || b.Method == "" {
+		return false
+	}
+	if b.Method == http.MethodConnect {
+		return b.Scheme == "" && b.Path == "" && b.Authority != ""
+	}
+	return b.Scheme != "" && b.Path != ""
+}
+
+// RequestHost is the request's Host: :authority, or the Host field.
+func (b *Section) RequestHost() string {
+	if b.Authority != "" {
+		return b.Authority
+	}
+	return b.Host
+}
+
+// SetTarget sets u to the request's target. It reports false for a
+// target queue cannot serve (not origin-form).
+func (b *Section) SetTarget(u *url.URL) bool {
+	switch {
+	case b.Method == http.MethodConnect:
+		*u = url.URL{Host: b.Authority}
+		return true
+	case b.Path == "*" && b.Method == http.MethodOptions:
+		*u = url.URL{Path: "*"}
+		return true
+	case b.Path == "" || b.Path[0] != '/':
+		return false
+	}
+	*u = url.URL{}
+	return SetOrigin(u, b.Path)
+}
