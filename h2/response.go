@@ -259,14 +259,14 @@ func (w *response) writeHead(status int, end, final bool) {
 	if up != nil {
 		date = up.Date
 		for _, f := range up.Fields {
-			b = hpackw.AppendField(b, w.lowerName(f.Name), f.Value)
+			b = hpackw.AppendField(b, httpsem.Lower(&w.lower, f.Name), f.Value)
 		}
 	}
 	for k, vv := range w.hdr {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name := w.lowerName(k)
+		name := httpsem.Lower(&w.lower, k)
 		if httpsem.ConnectionSpecific(name) {
 			continue
 		}
@@ -303,18 +303,6 @@ func (w *response) writeHead(status int, end, final bool) {
 	c.mu.Unlock()
 }
 
-// lowerName returns name in lowercase, in storage reused for the next
-// call.
-func (w *response) lowerName(name string) string {
-	l := append(w.lower[:0], name...)
-	for i, c := range l {
-		if 'A' <= c && c <= 'Z' {
-			l[i] = c + 'a' - 'A'
-		}
-	}
-	w.lower = l
-	return unsafeString(l)
-}
 
 // data queues p as DATA frames within the stream's and the connection's
 // windows and the client's frame size, waiting for room as needed.
@@ -450,7 +438,7 @@ func (w *response) writeTrailers() {
 	b := w.block[:0]
 	w.trailers = httpsem.AppendTrailerKeys(w.trailers[:0], w.hdr)
 	for _, k := range w.trailers {
-		if name := w.lowerName(k); !httpsem.ConnectionSpecific(name) {
+		if name := httpsem.Lower(&w.lower, k); !httpsem.ConnectionSpecific(name) {
 			b = appendValues(b, name, w.hdr[k])
 		}
 	}
@@ -458,7 +446,7 @@ func (w *response) writeTrailers() {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		if name := w.lowerName(k[len(http.TrailerPrefix):]); name != "" && !httpsem.ConnectionSpecific(name) {
+		if name := httpsem.Lower(&w.lower, k[len(http.TrailerPrefix):]); name != "" && !httpsem.ConnectionSpecific(name) {
 			b = appendValues(b, name, vv)
 		}
 	}

@@ -1,8 +1,9 @@
 // Package ingress is queue's client-facing server: the HTTP/1.1 engine
 // (package h1) on the serving and TLS ports, with HTTP/2 connections (h2c
 // prior knowledge, ALPN h2, and "Upgrade: h2c") handed to the HTTP/2
-// engine (package h2). cmd/queue, its tests and bench/ all serve through it,
-// so that what is measured is what runs.
+// engine (package h2), and HTTP/3 (package h3) on the TLS port's number
+// over UDP. cmd/queue, its tests and bench/ all serve through it, so that
+// what is measured is what runs.
 //
 // It also holds the other client-facing pieces: the h2c Upgrade handler
 // (H2CUpgrade, RFC 7540 section 3.2) and the TLS certificate reloader
@@ -23,6 +24,7 @@ import (
 
 	"github.com/queue-dev/queue/h1"
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/h3"
 	"github.com/queue-dev/queue/internal/clock"
 )
 
@@ -44,10 +46,11 @@ const (
 
 // Config configures a Server. The zero value of each field is documented.
 type Config struct {
-	// Handler serves every request, HTTP/1.1 and HTTP/2 alike. Required.
+	// Handler serves every request, HTTP/1.1, HTTP/2 and HTTP/3 alike.
+	// Required.
 	Handler http.Handler
-	// MaxConns bounds the open client connections over every port. 0
-	// means no bound.
+	// MaxConns bounds the open client connections over the TCP ports,
+	// and the QUIC connections apart. 0 means no bound.
 	MaxConns int
 	// ReadHeaderTimeout bounds reading a request head. 0 means
 	// ReadHeaderTimeout.
@@ -61,6 +64,7 @@ type Config struct {
 type Server struct {
 	h1 *h1.Server
 	h2 *h2.Server
+	h3 *h3.Server
 }
 
 // New returns a Server for cfg.
@@ -77,6 +81,13 @@ func New(cfg Config) (*Server, error) {
 		Handler:           cfg.Handler,
 		ReadHeaderTimeout: timeout,
 		IdleTimeout:       IdleTimeout,
+		Logger:            cfg.Logger,
+	}
+	s.h3 = &h3.Server{
+		Handler:           cfg.Handler,
+		ReadHeaderTimeout: timeout,
+		IdleTimeout:       IdleTimeout,
+		MaxConns:          cfg.MaxConns,
 		Logger:            cfg.Logger,
 	}
 	upgrade := &H2CUpgrade{
@@ -105,16 +116,21 @@ func (s *Server) Serve(ln net.Listener) error { return s.h1.Serve(ln) }
 // http/1.1) until Shutdown or Close.
 func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.h1.ServeTLS(ln, cfg) }
 
+// ServeHTTP3 serves HTTP/3 on pc with cfg's certificates (ALPN h3) until
+// Shutdown or Close, which close pc; it returns http.ErrServerClosed then.
+func (s *Server) ServeHTTP3(pc net.PacketConn, cfg *tls.Config) error { return s.h3.Serve(pc, cfg) }
+
 // Shutdown stops accepting and waits for the requests in flight and the
-// HTTP/2 connections (drained with GOAWAY), upgraded h2c ones included,
-// until ctx is done; then it closes what is left and returns ctx's error.
+// HTTP/2 and HTTP/3 connections (drained with GOAWAY), upgraded h2c ones
+// included, until ctx is done; then it closes what is left and returns
+// ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	for i, srv := range []interface {
 		Shutdown(context.Context) error
 		Close() error
-	}{s.h1, s.h2} {
+	}{s.h1, s.h2, s.h3} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -129,13 +145,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Glitches are the glitch counts of the serving ports since the server
 // started: protocol abuse that queue counts against each connection's
-// budget (h1.MaxGlitches, h2.MaxGlitches).
+// budget (h1.MaxGlitches, h2.MaxGlitches, h3.MaxGlitches).
 type Glitches struct {
-	// HTTP1 and HTTP2 count the glitches, each once whatever its weight.
-	HTTP1, HTTP2 uint64
-	// HTTP1Closed and HTTP2Closed count the connections closed for going
-	// past their budget.
-	HTTP1Closed, HTTP2Closed uint64
+	// HTTP1, HTTP2 and HTTP3 count the glitches, each once whatever its
+	// weight.
+	HTTP1, HTTP2, HTTP3 uint64
+	// HTTP1Closed, HTTP2Closed and HTTP3Closed count the connections
+	// closed for going past their budget.
+	HTTP1Closed, HTTP2Closed, HTTP3Closed uint64
 }
 
 // Glitches reports the serving ports' glitch counts. Safe for concurrent
@@ -144,6 +161,7 @@ func (s *Server) Glitches() Glitches {
 	var g Glitches
 	g.HTTP1, g.HTTP1Closed = s.h1.Glitches()
 	g.HTTP2, g.HTTP2Closed = s.h2.Glitches()
+	g.HTTP3, g.HTTP3Closed = s.h3.Glitches()
 	return g
 }
 
@@ -151,5 +169,6 @@ func (s *Server) Glitches() Glitches {
 func (s *Server) Close() error {
 	s.h1.Close()
 	s.h2.Close()
+	s.h3.Close()
 	return nil
 }

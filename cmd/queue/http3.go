@@ -1,49 +1,15 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
-	"time"
-
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 )
 
-// HTTP/3 (QUIC) on the TLS port's number over UDP, with quic-go's http3
-// server, into the same handler as every other protocol. The TCP TLS
-// port's responses announce it (Alt-Svc). Work in progress: the limits and
-// defences below are quic-go's settings as queue sets them; the load and
-// attack tests, the cost and the contract's words are still to come.
-
-// h3MaxStreams bounds the requests in flight on one HTTP/3 connection, as
-// HTTP/2's MAX_CONCURRENT_STREAMS (h2.MaxConcurrentStreams) does.
-const h3MaxStreams = 250
-
-// h3IdleTimeout closes a QUIC connection idle this long.
-const h3IdleTimeout = 120 * time.Second
-
-// newHTTP3 makes the HTTP/3 server for handler on pc (the UDP socket on the
-// TLS port's number), with the TLS port's configuration (its certificate and
-// reload), ALPN h3, and 0-RTT off: a replayed early request could be applied
-// twice, and queue does not know which are safe.
-func newHTTP3(handler http.Handler, tlsConfig *tls.Config) *http3.Server {
-	return &http3.Server{
-		Handler:   handler,
-		TLSConfig: http3.ConfigureTLSConfig(tlsConfig),
-		QUICConfig: &quic.Config{
-			Allow0RTT:             false,
-			MaxIncomingStreams:    h3MaxStreams,
-			MaxIncomingUniStreams: 8,
-			MaxIdleTimeout:        h3IdleTimeout,
-			HandshakeIdleTimeout:  5 * time.Second,
-		},
-		MaxHeaderBytes: 1 << 20,
-	}
-}
+// HTTP/3 (QUIC) on the TLS port's number over UDP, served by the ingress
+// (package h3) into the same handler as every other protocol. The TCP TLS
+// port's responses announce it (Alt-Svc).
 
 // listenHTTP3 opens the UDP socket on the TCP TLS listener's address.
 func listenHTTP3(tlsLn net.Listener) (net.PacketConn, error) {
@@ -76,10 +42,4 @@ func (a *altSvcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Alt-Svc"] = a.value
 	}
 	a.next.ServeHTTP(w, r)
-}
-
-// shutdownHTTP3 ends the HTTP/3 server as the drain ends the others: GOAWAY,
-// then the requests in flight until ctx is done.
-func shutdownHTTP3(ctx context.Context, s *http3.Server) error {
-	return s.Shutdown(ctx)
 }

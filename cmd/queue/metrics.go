@@ -110,16 +110,16 @@ func (a *app) metricsHandler(w http.ResponseWriter, r *http.Request) {
 func appendGlitchMetrics(b []byte, labels string, g ingress.Glitches) []byte {
 	for _, fam := range [...]struct {
 		name, help string
-		http1, h2  uint64
+		http1, h2, h3 uint64
 	}{
-		{"queue_glitches_total", "Protocol abuse counted against the connections of the serving ports: requests queue refused itself, and on HTTP/2 frames and streams that served nothing.", g.HTTP1, g.HTTP2},
-		{"queue_glitch_closes_total", "Connections of the serving ports closed for going past their glitch budget.", g.HTTP1Closed, g.HTTP2Closed},
+		{"queue_glitches_total", "Protocol abuse counted against the connections of the serving ports: requests queue refused itself, and on HTTP/2 and HTTP/3 frames and streams that served nothing.", g.HTTP1, g.HTTP2, g.HTTP3},
+		{"queue_glitch_closes_total", "Connections of the serving ports closed for going past their glitch budget.", g.HTTP1Closed, g.HTTP2Closed, g.HTTP3Closed},
 	} {
 		b = stats.AppendMetricHeader(b, fam.name, "counter", fam.help)
 		for _, p := range [...]struct {
 			proto string
 			v     uint64
-		}{{"http1", fam.http1}, {"h2", fam.h2}} {
+		}{{"http1", fam.http1}, {"h2", fam.h2}, {"h3", fam.h3}} {
 			b = append(b, fam.name...)
 			b = append(b, `{protocol="`...)
 			b = append(b, p.proto...)

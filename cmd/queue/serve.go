@@ -24,7 +24,6 @@ import (
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
 	"github.com/queue-dev/queue/tracing"
-	"github.com/quic-go/quic-go/http3"
 )
 
 const (
@@ -43,8 +42,7 @@ type app struct {
 
 	ingress        *ingress.Server // the serving and TLS ports
 	altSvc         *altSvcHandler  // in front of the ingress's handler: Alt-Svc for HTTP/3
-	h3             *http3.Server   // HTTP/3 on the TLS port's number, or nil
-	h3Conn         net.PacketConn
+	h3Conn         net.PacketConn  // HTTP/3's socket on the TLS port's number, or nil
 	tlsConfig      *tls.Config
 	admin          *http.Server
 	plainLn, tlsLn net.Listener
@@ -256,7 +254,6 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 				closeListeners()
 				return nil, err
 			}
-			a.h3 = newHTTP3(handler, a.tlsConfig)
 			a.altSvc.value = altSvc(a.h3Conn.LocalAddr())
 		}
 	}
@@ -319,8 +316,8 @@ func (a *app) serve(ctx context.Context) error {
 	if a.tlsLn != nil {
 		run("tls", func() error { return a.ingress.ServeTLS(a.tlsLn, a.tlsConfig) })
 	}
-	if a.h3 != nil {
-		run("http3", func() error { return a.h3.Serve(a.h3Conn) })
+	if a.h3Conn != nil {
+		run("http3", func() error { return a.ingress.ServeHTTP3(a.h3Conn, a.tlsConfig) })
 	}
 	run("admin", func() error { return a.admin.Serve(a.adminLn) })
 	run("stats", func() error { return a.statsSrv.Serve(a.statsLn) })
@@ -384,18 +381,6 @@ func (a *app) drain() error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.DrainTimeout)
 		defer cancel()
-	}
-	if a.h3 != nil {
-		// GOAWAY now; the requests in flight are waited for beside the
-		// other protocols'.
-		h3done := make(chan error, 1)
-		go func() { h3done <- shutdownHTTP3(ctx, a.h3) }()
-		defer func() {
-			if err := <-h3done; err != nil {
-				a.log.LogAttrs(ctx, slog.LevelWarn, "HTTP/3 connections cut at drain timeout", slog.Any("err", err))
-			}
-			a.h3Conn.Close()
-		}()
 	}
 	if err := a.ingress.Shutdown(ctx); err != nil {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "connections cut at drain timeout", slog.Any("err", err))

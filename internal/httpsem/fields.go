@@ -5,6 +5,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"unsafe"
 )
 
 // The field rules HTTP/2 and HTTP/3 share (RFC 9113 section 8.2, RFC 9114
@@ -247,4 +248,17 @@ func (b *Section) SetTarget(u *url.URL) bool {
 	}
 	*u = url.URL{}
 	return SetOrigin(u, b.Path)
+}
+
+// Lower returns name in lowercase, as HTTP/2 and HTTP/3 write field names,
+// in *buf's storage: valid until the next call with buf.
+func Lower(buf *[]byte, name string) string {
+	l := append((*buf)[:0], name...)
+	for i, c := range l {
+		if 'A' <= c && c <= 'Z' {
+			l[i] = c + 'a' - 'A'
+		}
+	}
+	*buf = l
+	return unsafe.String(unsafe.SliceData(l), len(l))
 }

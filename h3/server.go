@@ -1,0 +1,262 @@
+package h3
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/peer"
+	"github.com/queue-dev/queue/internal/workers"
+)
+
+// Server serves HTTP/3 on a UDP socket. Set the fields before Serve; they
+// must not change afterwards.
+type Server struct {
+	// Handler serves every request. Required. The *http.Request, its
+	// header map and body, and the ResponseWriter are reused for a later
+	// request once ServeHTTP returned: a handler must not keep them.
+	Handler http.Handler
+	// ReadHeaderTimeout bounds the wait for a request stream's HEADERS
+	// frame. 0 means clock.DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a QUIC connection that carried no packet for this
+	// long (QUIC's idle timeout). 0 means clock.DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxConns bounds the QUIC connections open at once: one past it is
+	// closed as soon as its handshake ends (H3_EXCESSIVE_LOAD). 0: no
+	// bound.
+	MaxConns int
+	// Logger receives handler panics (warn) and connection errors
+	// (debug). nil discards.
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	tr       *quic.Transport
+	ln       *quic.Listener
+	shutdown atomic.Bool
+	drained  chan struct{} // closed when conns empties after Shutdown began
+
+	glitches     atomic.Uint64
+	glitchCloses atomic.Uint64
+
+	retry   retryGate
+	workers workers.Pool[*stream]
+}
+
+// Glitches reports the glitches (MaxGlitches) the server's connections
+// counted, each once whatever its weight, and how many connections it
+// closed for going past their budget.
+func (s *Server) Glitches() (glitches, closed uint64) {
+	return s.glitches.Load(), s.glitchCloses.Load()
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// Serve serves HTTP/3 on pc, with tlsConfig's certificates (ALPN h3, TLS
+// 1.3) until Shutdown or Close, which close pc.
+func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
+	tr := &quic.Transport{
+		Conn:                pc,
+		StatelessResetKey:   new(quic.StatelessResetKey),
+		TokenGeneratorKey:   new(quic.TokenGeneratorKey),
+		VerifySourceAddress: s.retry.verify,
+		ConnContext: func(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
+			if a, ok := info.RemoteAddr.(*net.UDPAddr); ok {
+				ctx = peer.With(ctx, netip.AddrPortFrom(unmap(a.AddrPort().Addr()), a.AddrPort().Port()))
+			}
+			return ctx, nil
+		},
+	}
+	// Both keys are the process's own: a stateless reset answers packets
+	// of connections this process lost, and tokens it issued are valid
+	// with it only.
+	rand.Read(tr.StatelessResetKey[:])
+	rand.Read(tr.TokenGeneratorKey[:])
+	tc := tlsConfig.Clone()
+	tc.NextProtos = []string{"h3"}
+	tc.MinVersion = tls.VersionTLS13
+	ln, err := tr.Listen(tc, s.quicConfig())
+	if err != nil {
+		tr.Close()
+		return err
+	}
+	s.mu.Lock()
+	if s.shutdown.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		tr.Close()
+		return http.ErrServerClosed
+	}
+	s.tr, s.ln = tr, ln
+	s.mu.Unlock()
+	for {
+		qc, err := ln.Accept(context.Background())
+		if err != nil {
+			if s.shutdown.Load() {
+				return http.ErrServerClosed
+			}
+			return err
+		}
+		c := newConn(s, qc)
+		if !s.track(c, true) {
+			qc.CloseWithError(quic.ApplicationErrorCode(errExcessiveLoad), "")
+			continue
+		}
+		go c.serve()
+	}
+}
+
+func unmap(a netip.Addr) netip.Addr { return a.Unmap() }
+
+// quicConfig is the transport's configuration: the limits of limits.go.
+func (s *Server) quicConfig() *quic.Config {
+	return &quic.Config{
+		// 0-RTT stays off: a replayed early request could be applied
+		// twice, and queue does not know which requests are safe.
+		Allow0RTT:                      false,
+		HandshakeIdleTimeout:           HandshakeTimeout,
+		MaxIdleTimeout:                 s.idleTimeout(),
+		MaxIncomingStreams:             MaxConcurrentStreams,
+		MaxIncomingUniStreams:          MaxUniStreams,
+		InitialStreamReceiveWindow:     StreamWindow,
+		MaxStreamReceiveWindow:         StreamWindow,
+		InitialConnectionReceiveWindow: ConnWindow,
+		MaxConnectionReceiveWindow:     ConnWindow,
+	}
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return clock.DefaultIdleTimeout
+}
+
+func (s *Server) headerTimeout() time.Duration {
+	if s.ReadHeaderTimeout > 0 {
+		return s.ReadHeaderTimeout
+	}
+	return clock.DefaultReadHeaderTimeout
+}
+
+// track adds or removes c. It refuses a connection past MaxConns, or
+// after Shutdown began.
+func (s *Server) track(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shutdown.Load() || s.MaxConns > 0 && len(s.conns) >= s.MaxConns {
+			return false
+		}
+		if s.conns == nil {
+			s.conns = make(map[*conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+		return true
+	}
+	delete(s.conns, c)
+	if len(s.conns) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	return true
+}
+
+// Shutdown stops accepting connections, sends GOAWAY on every connection
+// and waits for their requests in flight, then closes the socket. When
+// ctx is done first, it closes what is left (Close) and returns ctx.Err.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown.Store(true)
+	done := make(chan struct{})
+	if len(s.conns) == 0 {
+		close(done)
+	} else {
+		s.drained = done
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	ln := s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.drain()
+	}
+	select {
+	case <-done:
+		s.closeTransport()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes every connection and the socket at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown.Store(true)
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.qc.CloseWithError(quic.ApplicationErrorCode(errNoError), "")
+	}
+	s.closeTransport()
+	s.workers.StopIdle()
+	return nil
+}
+
+func (s *Server) closeTransport() {
+	s.mu.Lock()
+	tr, ln := s.tr, s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	if tr != nil {
+		tr.Close()
+		tr.Conn.Close()
+	}
+}
+
+// retryGate asks for address validation (a Retry) once more than
+// RetryAbove handshakes began within the current second.
+type retryGate struct {
+	mu    sync.Mutex
+	start time.Time
+	n     int
+}
+
+func (g *retryGate) verify(net.Addr) bool {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.Sub(g.start) >= time.Second {
+		g.start, g.n = now, 0
+	}
+	g.n++
+	return g.n > RetryAbove
+}
