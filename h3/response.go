@@ -275,7 +275,7 @@ func (w *response) flush(fin bool) error {
 // write writes p to the stream, within WriteTimeout (or the handler's
 // earlier deadline) of waiting for the client's flow control.
 func (w *response) write(p []byte) error {
-	d := time.Now().Add(WriteTimeout)
+	d := time.Now().Add(w.st.c.s.writeTimeout())
 	if !w.deadline.IsZero() && w.deadline.Before(d) {
 		d = w.deadline
 	}

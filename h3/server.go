@@ -3,7 +3,9 @@ package h3
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +34,9 @@ type Server struct {
 	// IdleTimeout closes a QUIC connection that carried no packet for this
 	// long (QUIC's idle timeout). 0 means clock.DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// WriteTimeout fails a response write that waits longer than this for
+	// the client's flow control. 0 means WriteTimeout (limits.go).
+	WriteTimeout time.Duration
 	// MaxConns bounds the QUIC connections open at once: one past it is
 	// closed as soon as its handshake ends (H3_EXCESSIVE_LOAD). 0: no
 	// bound.
@@ -71,10 +76,11 @@ func (s *Server) logger() *slog.Logger {
 // Serve serves HTTP/3 on pc, with tlsConfig's certificates (ALPN h3, TLS
 // 1.3) until Shutdown or Close, which close pc.
 func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
+	reset, token := keys(tlsConfig)
 	tr := &quic.Transport{
 		Conn:                pc,
-		StatelessResetKey:   new(quic.StatelessResetKey),
-		TokenGeneratorKey:   new(quic.TokenGeneratorKey),
+		StatelessResetKey:   &reset,
+		TokenGeneratorKey:   &token,
 		VerifySourceAddress: s.retry.verify,
 		ConnContext: func(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
 			if a, ok := info.RemoteAddr.(*net.UDPAddr); ok {
@@ -83,11 +89,6 @@ func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
 			return ctx, nil
 		},
 	}
-	// Both keys are the process's own: a stateless reset answers packets
-	// of connections this process lost, and tokens it issued are valid
-	// with it only.
-	rand.Read(tr.StatelessResetKey[:])
-	rand.Read(tr.TokenGeneratorKey[:])
 	tc := tlsConfig.Clone()
 	tc.NextProtos = []string{"h3"}
 	tc.MinVersion = tls.VersionTLS13
@@ -123,6 +124,41 @@ func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
 }
 
 func unmap(a netip.Addr) netip.Addr { return a.Unmap() }
+
+// keys derives the stateless-reset key and the address-validation token
+// key from the serving certificate's private key, so that a queue that
+// restarted on the same port with the same certificate answers the
+// packets of its predecessor's connections with a stateless reset the
+// client recognises (RFC 9000 section 10.3: the client stops at once
+// instead of waiting out its idle timeout), and takes the tokens its
+// predecessor issued. Without a key to derive from, both are random.
+func keys(c *tls.Config) (reset quic.StatelessResetKey, token quic.TokenGeneratorKey) {
+	var der []byte
+	var cert *tls.Certificate
+	if c.GetCertificate != nil {
+		cert, _ = c.GetCertificate(&tls.ClientHelloInfo{})
+	} else if len(c.Certificates) > 0 {
+		cert = &c.Certificates[0]
+	}
+	if cert != nil && cert.PrivateKey != nil {
+		der, _ = x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	}
+	if der == nil {
+		rand.Read(reset[:])
+		rand.Read(token[:])
+		return reset, token
+	}
+	reset = sha256.Sum256(append([]byte("queue h3 stateless reset\x00"), der...))
+	token = sha256.Sum256(append([]byte("queue h3 address token\x00"), der...))
+	return reset, token
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.WriteTimeout > 0 {
+		return s.WriteTimeout
+	}
+	return WriteTimeout
+}
 
 // quicConfig is the transport's configuration: the limits of limits.go.
 func (s *Server) quicConfig() *quic.Config {

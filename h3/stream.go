@@ -384,7 +384,7 @@ func (st *stream) answer(status int) {
 	out := appendFrameHeader(make([]byte, 0, len(b)+8), frameHeaders, uint64(len(b)))
 	out = append(out, b...)
 	st.str.CancelRead(quic.StreamErrorCode(errNoError))
-	st.str.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	st.str.SetWriteDeadline(time.Now().Add(st.c.s.writeTimeout()))
 	st.str.Write(out)
 	st.str.Close()
 }
