@@ -109,7 +109,7 @@ func (a *app) metricsHandler(w http.ResponseWriter, r *http.Request) {
 // queue_* series.
 func appendGlitchMetrics(b []byte, labels string, g ingress.Glitches) []byte {
 	for _, fam := range [...]struct {
-		name, help string
+		name, help    string
 		http1, h2, h3 uint64
 	}{
 		{"queue_glitches_total", "Protocol abuse counted against the connections of the serving ports: requests queue refused itself, and on HTTP/2 and HTTP/3 frames and streams that served nothing.", g.HTTP1, g.HTTP2, g.HTTP3},
