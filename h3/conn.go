@@ -191,14 +191,24 @@ func (c *conn) done(st *stream, served bool) {
 	last := c.goneAway && c.active == 0 && !c.closed
 	c.mu.Unlock()
 	if last {
-		c.close(errNoError)
+		c.linger()
 	}
+}
+
+// linger closes a connection that has answered its last request after the
+// final GOAWAY, once the client had time to receive the responses' ends:
+// closing at once would drop what quic-go has not yet sent or seen
+// acknowledged. A client that saw GOAWAY closes the connection itself when
+// its requests are done (RFC 9114 section 5.2), which ends it sooner.
+func (c *conn) linger() {
+	d := min(max(8*c.qc.ConnectionStats().SmoothedRTT, 250*time.Millisecond), 2*time.Second)
+	time.AfterFunc(d, func() { c.close(errNoError) })
 }
 
 // drain begins the connection's shutdown: a GOAWAY that refuses nothing
 // yet (the largest stream ID), then, once the client has had time to see
 // it, the final GOAWAY with the next stream ID, after which the
-// connection closes when its last request is done. Requests the client
+// connection closes when its last request is done (linger). Requests the client
 // sent before it saw the first are thus served, as HTTP/2's drain does
 // with its PING.
 func (c *conn) drain() {
@@ -226,7 +236,7 @@ func (c *conn) drain() {
 		last := c.active == 0
 		c.mu.Unlock()
 		if last {
-			c.close(errNoError)
+			c.linger()
 		}
 	})
 }

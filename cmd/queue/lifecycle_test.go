@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/testnet"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // freeAddr returns a loopback address nothing listens on, held for the
@@ -351,24 +354,48 @@ func waitHTTP(t *testing.T, url string, want int) {
 	}
 }
 
-// TestDrainUnderLoad: SIGTERM under steady concurrent load. Probes turn 503
-// at once, traffic is still served through the quiet period, requests in
-// flight when the listeners close finish, no request fails, exit 0.
+// TestDrainUnderLoad: SIGTERM under steady concurrent load, over HTTP/1.1
+// and over HTTP/3. Probes turn 503 at once, traffic is still served
+// through the quiet period, requests in flight when the listeners close
+// (GOAWAY on HTTP/3) finish, no request fails, exit 0.
 func TestDrainUnderLoad(t *testing.T) {
 	t.Parallel()
+	for _, proto := range []string{"h1", "h3"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			drainUnderLoad(t, proto)
+		})
+	}
+}
+
+func drainUnderLoad(t *testing.T, proto string) {
 	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, err := time.ParseDuration(r.URL.Query().Get("work")); err == nil {
 			time.Sleep(d) // the upstream's own work, not synchronisation
 		}
 		io.WriteString(w, strings.Repeat("x", 4096))
 	}))
-	args, listen, admin := processArgs(t, hostPort(up), "--drain-quiet-period", "300ms", "--drain-timeout", "10s")
+	var extra []string
+	var c *http.Client
+	var base string
+	if proto == "h3" {
+		dir := t.TempDir()
+		pool := writeCert(t, dir, "drain")
+		tlsAddr := freeAddr(t)
+		extra = []string{"--tls-listen", tlsAddr, "--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key")}
+		tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}
+		defer tr.Close()
+		c, base = &http.Client{Transport: tr}, "https://"+tlsAddr
+	}
+	args, listen, admin := processArgs(t, hostPort(up), append([]string{"--drain-quiet-period", "300ms", "--drain-timeout", "10s"}, extra...)...)
 	cmd, lines := startProcess(t, args...)
 	waitHTTP(t, "http://"+admin+"/ready", 200)
+	if proto == "h1" {
+		tr := &http.Transport{MaxIdleConnsPerHost: 64}
+		defer tr.CloseIdleConnections()
+		c, base = &http.Client{Transport: tr}, "http://"+listen
+	}
 
-	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
 	var (
 		stop       atomic.Bool
 		sent, good atomic.Int64
@@ -377,10 +404,11 @@ func TestDrainUnderLoad(t *testing.T) {
 		wg         sync.WaitGroup
 	)
 	// POST without a body: net/http's client does not retry it on a closed
-	// connection, so a connection dropped under a request shows as a failure.
+	// connection (nor does quic-go's), so a connection dropped under a
+	// request shows as a failure.
 	send := func(work string) {
 		sent.Add(1)
-		res, err := c.Post("http://"+listen+"/?work="+work, "", nil)
+		res, err := c.Post(base+"/?work="+work, "", nil)
 		if err == nil {
 			b, rerr := io.ReadAll(res.Body)
 			res.Body.Close()
