@@ -1,5 +1,5 @@
 # record.sh - sourced by the comparison scripts (compare.sh, sidecar.sh, hostile.sh,
-# restart.sh): with RECORD=1 they append their result rows to bench/results/NAME.tsv in
+# restart.sh, h3.sh): with RECORD=1 they append their result rows to bench/results/NAME.tsv in
 # the repository, each row prefixed with the date, the queue commit and the machine, so
 # that the figures docs/performance.md quotes are data in the tree rather than a log in
 # prose. Without RECORD=1 nothing in the repository changes.

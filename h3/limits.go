@@ -20,10 +20,11 @@ const (
 	// it is answered 431, which the upstream never sees.
 	MaxHeaderListSize = 64 << 10
 	// MaxHeaderFrame bounds the encoded payload of a HEADERS frame: one
-	// over it is not read, and the connection closes
-	// (H3_EXCESSIVE_LOAD). Without a dynamic table, a field decodes to no
-	// more than twice its encoded size (Huffman), so the decoded list is
-	// bounded too.
+	// over it is not read, its stream is reset (H3_EXCESSIVE_LOAD), and it
+	// costs the connection GlitchHeadTooLarge. The unknown frames a client
+	// may send before its HEADERS are bounded by it too. Without a dynamic
+	// table a field decodes to at most about twice its encoded size
+	// (Huffman), and the decoder stops at MaxHeaderListSize.
 	MaxHeaderFrame = 2 * MaxHeaderListSize
 	// MaxControlFrame bounds a frame on the client's control stream
 	// (SETTINGS, GOAWAY, and frames queue skips).

@@ -273,17 +273,22 @@ func (w *response) flush(fin bool) error {
 }
 
 // write writes p to the stream, within WriteTimeout (or the handler's
-// earlier deadline) of waiting for the client's flow control.
+// earlier deadline) of waiting for the client's flow control. The
+// stream's deadline is moved only when less than WriteTimeout is left, to
+// 9/8 of it: a write may wait up to an eighth longer than WriteTimeout,
+// never less, and most writes make no call into quic-go for it.
 func (w *response) write(p []byte) error {
-	d := time.Now().Add(w.st.c.s.writeTimeout())
-	if !w.deadline.IsZero() && w.deadline.Before(d) {
-		d = w.deadline
-	}
-	// A deadline moved by less than a second is left: one less call into
-	// quic-go for most writes.
-	if d.Sub(w.wdl) > time.Second || d.Before(w.wdl) {
-		w.st.str.SetWriteDeadline(d)
-		w.wdl = d
+	timeout := w.st.c.s.writeTimeout()
+	now := time.Now()
+	switch {
+	case !w.deadline.IsZero() && w.deadline.Before(now.Add(timeout)):
+		if !w.deadline.Equal(w.wdl) {
+			w.st.str.SetWriteDeadline(w.deadline)
+			w.wdl = w.deadline
+		}
+	case w.wdl.Before(now.Add(timeout)) || w.wdl.Equal(w.deadline):
+		w.wdl = now.Add(timeout + timeout/8)
+		w.st.str.SetWriteDeadline(w.wdl)
 	}
 	if _, err := w.st.str.Write(p); err != nil {
 		w.failed = err

@@ -1,7 +1,6 @@
 package h3
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -176,7 +175,10 @@ func (st *stream) readRequest() bool {
 		var se *quic.StreamError
 		switch {
 		case errors.As(err, &se) && se.Remote:
-			c.glitch(GlitchFrame) // reset before its request came
+			// Reset before its request came: both sides are ended, so that
+			// quic-go retires the stream and gives its credit back.
+			st.cancel(errRequestCancelled)
+			c.glitch(GlitchFrame)
 		case errors.Is(err, errTooLarge):
 			st.cancel(errExcessiveLoad)
 			c.glitch(GlitchHeadTooLarge)
@@ -395,13 +397,16 @@ func (st *stream) run() (served bool) {
 	w := &st.res
 	w.reset()
 	aborted := st.runHandler()
-	served = w.finish(aborted)
+	// The write side is still open: a canceled context is the client's
+	// STOP_SENDING or the connection's end, before the response ended.
+	reset := st.str.Context().Err() != nil
+	served = w.finish(aborted || reset)
 	if st.bodyErr != io.EOF && st.req.Body != http.NoBody {
 		// The handler is done before the body was: the client may stop
 		// sending it (RFC 9114 section 4.1).
 		st.str.CancelRead(quic.StreamErrorCode(errNoError))
 	}
-	if !served && st.str.Context().Err() != nil && context.Cause(st.str.Context()) != quic.ErrStreamClosed {
+	if reset {
 		st.c.glitch(GlitchFrame) // reset by the client before its response ended
 	}
 	return served && !st.refused

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 
 	"github.com/queue-dev/queue/internal/testnet"
@@ -142,6 +143,7 @@ const (
 	modeH2C   = "h2c"    // HTTP/2 with prior knowledge on the serving port
 	modeTLSH2 = "tls-h2" // HTTP/2 over TLS (ALPN h2)
 	modeTLSH1 = "tls-h1" // HTTP/1.1 over TLS (ALPN http/1.1)
+	modeH3    = "h3"     // HTTP/3 on the TLS port's number over UDP
 )
 
 // client returns an HTTP client for mode and the base URL to use with it.
@@ -174,6 +176,13 @@ func (q *testQueue) client(t *testing.T, mode string) (*http.Client, string) {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}, "https://" + q.addr.TLS
+	case modeH3:
+		if q.certPool == nil {
+			t.Fatalf("mode %s needs startTLSQueue", mode)
+		}
+		tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: q.certPool, ServerName: "localhost"}, DisableCompression: true}
+		t.Cleanup(func() { tr.Close() })
 		return &http.Client{Transport: tr}, "https://" + q.addr.TLS
 	}
 	t.Fatalf("unknown mode %q", mode)

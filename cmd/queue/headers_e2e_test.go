@@ -105,10 +105,10 @@ func TestHeaders(t *testing.T) {
 		want: want{host: "a", xff: "127.0.0.1", xfh: "a", fwd: "for=127.0.0.1;host=a;proto=$P",
 			absent: []string{"Connection", "Upgrade", "Http2-Settings"}},
 	}}
-	for _, mode := range []string{modeH1, modeH2C, modeTLSH1, modeTLSH2} {
+	for _, mode := range []string{modeH1, modeH2C, modeTLSH1, modeTLSH2, modeH3} {
 		for _, tt := range tests {
-			if tt.h1only && (mode == modeH2C || mode == modeTLSH2) {
-				continue // HTTP/2 cannot carry connection-specific headers (RFC 9113 section 8.2.2)
+			if tt.h1only && (mode == modeH2C || mode == modeTLSH2 || mode == modeH3) {
+				continue // HTTP/2 and HTTP/3 cannot carry connection-specific headers (RFC 9113 section 8.2.2, RFC 9114 section 4.2)
 			}
 			t.Run(mode+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
@@ -119,7 +119,7 @@ func TestHeaders(t *testing.T) {
 				c, base := q.client(t, mode)
 				e := echoed(t, c, base+"/h?x=1", tt.hdr)
 				proto := "http"
-				if strings.HasPrefix(mode, "tls") {
+				if strings.HasPrefix(mode, "tls") || mode == modeH3 {
 					proto = "https"
 				}
 				w := tt.want

@@ -34,7 +34,7 @@ func upstreams(t *testing.T, h http.Handler) map[string]*testQueue {
 	}
 }
 
-var allModes = []string{modeH1, modeH2C, modeTLSH1, modeTLSH2}
+var allModes = []string{modeH1, modeH2C, modeTLSH1, modeTLSH2, modeH3}
 
 // forEach runs f for every upstream protocol and client mode.
 func forEach(t *testing.T, qs map[string]*testQueue, f func(t *testing.T, c *http.Client, base string)) {
@@ -71,9 +71,9 @@ func TestProtocolSelection(t *testing.T) {
 				if !strings.Contains(body, `"proto": "`+wantUp+`"`) {
 					t.Errorf("upstream saw %s, want %s", body, wantUp)
 				}
-				wantClient := "HTTP/1.1"
-				if mode == modeH2C || mode == modeTLSH2 {
-					wantClient = "HTTP/2.0"
+				wantClient := map[string]string{modeH2C: "HTTP/2.0", modeTLSH2: "HTTP/2.0", modeH3: "HTTP/3.0"}[mode]
+				if wantClient == "" {
+					wantClient = "HTTP/1.1"
 				}
 				if res.Proto != wantClient {
 					t.Errorf("client got %s, want %s", res.Proto, wantClient)
@@ -468,7 +468,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		canceled <- struct{}{}
 	}))
 	for _, up := range []string{"http1", "h2c"} {
-		for _, mode := range []string{modeH1, modeH2C} {
+		for _, mode := range []string{modeH1, modeH2C, modeH3} {
 			t.Run(mode+"-to-"+up, func(t *testing.T) {
 				c, base := qs[up].client(t, mode)
 				ctx, cancel := context.WithCancel(context.Background())
