@@ -13,17 +13,20 @@ import (
 // From the bottom up: the basement (internal/...: raw socket I/O, buffer
 // pools, time, the peer context, the HTTP semantics both engines share,
 // the panic log, and the engines' contract with the proxy) imports nothing
-// of ours; the wire and engines (h1, h2)
-// import only the basement, and h2 nothing of h1; the upstream side
-// (proxy) imports the HTTP/1.1 wire (h1), headers and the basement, and
-// never the client-facing server (ingress) nor the HTTP/2 engine; ingress
-// serves the engines; chain composes the layers; cmd/queue takes all.
+// of ours; the wire and engines (h1, h2, h3)
+// import only the basement, and none another; the upstream side (proxy)
+// imports the HTTP/1.1 wire (h1), headers and the basement, and never the
+// client-facing server (ingress) nor the HTTP/2 and HTTP/3 engines;
+// ingress serves the engines; chain composes the layers; cmd/queue takes all.
 // The rule for our own packages is on direct imports; the rule for what
 // lies outside the module is on everything a package links.
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
-	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/hpackw", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool"}
+	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/hpackw", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool", "internal/workers"}
+	// quic is what quic-go links: its QUIC transport, QPACK's static table,
+	// and the x/ packages it needs (ChaCha20-Poly1305, UDP batching).
+	quic := []string{"github.com/quic-go/", "golang.org/x/crypto/", "golang.org/x/net/", "golang.org/x/sys/", "golang.org/x/text/"}
 	with := func(own ...string) []string { return append(own, basement...) }
 	// allowed lists, per package, the module's own packages it may import
 	// and what outside the standard library it may link.
@@ -48,15 +51,18 @@ func TestDependencyDirection(t *testing.T) {
 		// linked there alone (TestImage checks queue's build info).
 		"cmd/image": {external: []string{"github.com/google/go-containerregistry/", "github.com/klauspost/compress", "github.com/opencontainers/", "golang.org/x/sync/errgroup"}},
 		// ingress is the client-facing server: the HTTP/1.1 engine, with
-		// HTTP/2 handed to the HTTP/2 engine, the h2c upgrade and the TLS
-		// certificate.
-		"ingress": {own: with("h1", "h2", "proxy", "headers"), external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		// HTTP/2 handed to the HTTP/2 engine, HTTP/3 on its engine, the h2c
+		// upgrade and the TLS certificate.
+		"ingress": {own: with("h1", "h2", "h3", "proxy", "headers"), external: quic},
 		// h1 is the HTTP/1.1 wire code and serving engine: the basement
 		// and the standard library only.
 		"h1": {own: basement},
 		// h2 is the HTTP/2 serving engine, on x/net's Framer and HPACK; it
 		// shares the basement with h1, and nothing of h1's.
 		"h2": {own: basement, external: []string{"golang.org/x/net/", "golang.org/x/text/"}},
+		// h3 is the HTTP/3 serving engine, on quic-go's QUIC transport; it
+		// shares the basement with h1 and h2, and nothing of theirs.
+		"h3": {own: basement, external: quic},
 		// The basement: imports nothing of ours.
 		"internal/clock": {},
 		// engine is the contract between the engines and the proxy: the
@@ -71,6 +77,8 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/panics":  {},
 		"internal/peer":    {},
 		"internal/pool":    {},
+		// workers runs the multiplexing engines' handlers (h2, h3).
+		"internal/workers": {own: []string{"internal/gostack"}},
 		// testnet is the tests' network helpers; only tests import it.
 		"internal/testnet": {},
 		// proxy is the upstream side: queue's HTTP/1.1 client on h1's
