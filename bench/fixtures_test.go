@@ -134,33 +134,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // proxies of cmd/queue.
 func newQueue(b *testing.B, addr, protocol string) string {
 	b.Helper()
-	trust, err := headers.ParseTrust(headers.DefaultTrust)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The default configuration of cmd/queue: --timeout 300s, the drain
-	// layer (probe answers, arrival counting) and the stats layer in front,
-	// no limiter, tracing off.
-	p, err := proxy.New(proxy.Config{Upstream: addr, Protocol: protocol, Trust: trust, Timeout: 300 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close() })
-	// The chain as cmd/queue composes it, from the same package.
-	handler, err := chain.New(chain.Config{
-		Drain: drain.New(drain.Config{QuietPeriod: 30 * time.Second}),
-		Stats: stats.New(stats.Config{}), // stats are always on
-		Proxy: p,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	// Served as cmd/queue serves it: the HTTP/1.1 engine, HTTP/2 handed to
-	// net/http, the h2c upgrade outermost.
-	srv, err := ingress.New(ingress.Config{Handler: handler, MaxConns: 10000})
-	if err != nil {
-		b.Fatal(err)
-	}
+	// its engine, the h2c upgrade outermost.
+	srv := newIngress(b, addr, protocol)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -318,4 +294,36 @@ func runParallel(b *testing.B, rt http.RoundTripper, addr string) {
 			}
 		})
 	})
+}
+
+// newIngress composes the request path as cmd/queue does, in front of the
+// upstream at addr, and returns the client-facing server for it.
+func newIngress(b *testing.B, addr, protocol string) *ingress.Server {
+	b.Helper()
+	trust, err := headers.ParseTrust(headers.DefaultTrust)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The default configuration of cmd/queue: --timeout 300s, the drain
+	// layer (probe answers, arrival counting) and the stats layer in front,
+	// no limiter, tracing off.
+	p, err := proxy.New(proxy.Config{Upstream: addr, Protocol: protocol, Trust: trust, Timeout: 300 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	// The chain as cmd/queue composes it, from the same package.
+	handler, err := chain.New(chain.Config{
+		Drain: drain.New(drain.Config{QuietPeriod: 30 * time.Second}),
+		Stats: stats.New(stats.Config{}), // stats are always on
+		Proxy: p,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := ingress.New(ingress.Config{Handler: handler, MaxConns: 10000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
 }
