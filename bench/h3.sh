@@ -17,7 +17,9 @@
 # UDP, load bench/h3load), queue-h2 (the same queue over HTTP/2 and TLS,
 # load h2load), caddy-h3 (Debian's caddy as a reverse proxy with HTTP/3 on,
 # load h3load), floor-h3 (bench/h3floor: a bare quic-go http3.Server that
-# answers 1 KiB from memory, no upstream; load h3load), caddy-h2 (the same
+# answers 1 KiB from memory, no upstream; load h3load), relay-h3 (h3floor
+# -relay: the floor of an HTTP/3-to-HTTP/1.1 relay on quic-go's transport,
+# to the same upstream; load h3load), caddy-h2 (the same
 # caddy, load h2load). Every proxy forwards to one bench/upstream. Each run
 # starts a fresh server pinned to CPU $PROXY_CPU (0), waits until it answers
 # GET /1k over the row's protocol, sends WARMUP s of the row's load (not
@@ -50,7 +52,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 source "$HERE/peers.sh"
 # shellcheck source=bench/record.sh
 source "$HERE/record.sh"
-ALL_ROWS=(queue-h3 queue-h2 caddy-h3 floor-h3 caddy-h2)
+ALL_ROWS=(queue-h3 queue-h2 caddy-h3 floor-h3 relay-h3 caddy-h2)
 CADDY=/usr/bin/caddy
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -299,6 +301,10 @@ row() {
       ADDR=$FLOOR_TLS SERVER=h3floor
       # shellcheck disable=SC2016
       CMD='exec "$H3_BIN/h3floor" -listen '$FLOOR_TLS' -cert "$CERT" -key "$KEY"' ;;
+    relay-h3)
+      ADDR=$FLOOR_TLS SERVER=h3floor
+      # shellcheck disable=SC2016
+      CMD='exec "$H3_BIN/h3floor" -listen '$FLOOR_TLS' -cert "$CERT" -key "$KEY" -relay "$BENCH_UPSTREAM"' ;;
   esac
   KIND=${1##*-}
 }
@@ -402,16 +408,16 @@ table() { # summary.tsv -> the markdown table, on stdout
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     { rows[++nr] = $col["row"]; for (c in col) val[$col["row"], c] = $col[c] }
     END {
-      print "| row | requests | errors | requests/s | CPU ms | CPU µs/request | CPU % | vs queue-h2 | vs caddy-h3 | vs floor-h3 | RSS MiB | foreign CPU % |"
-      print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      print "| row | requests | errors | requests/s | CPU ms | CPU µs/request | CPU % | vs queue-h2 | vs caddy-h3 | vs floor-h3 | vs relay-h3 | RSS MiB | foreign CPU % |"
+      print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
       for (i = 1; i <= nr; i++) {
         r = rows[i]; u = val[r, "us_per_req"]
-        vc = vf = "-"
-        if (r == "queue-h3") { vc = ratio(u, val["caddy-h3", "us_per_req"]); vf = ratio(u, val["floor-h3", "us_per_req"]) }
+        vc = vf = vr = "-"
+        if (r == "queue-h3") { vc = ratio(u, val["caddy-h3", "us_per_req"]); vf = ratio(u, val["floor-h3", "us_per_req"]); vr = ratio(u, val["relay-h3", "us_per_req"]) }
         rss = val[r, "rss_kb"] == "-" ? "-" : sprintf("%.1f", val[r, "rss_kb"] / 1024)
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r, val[r, "requests"],
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r, val[r, "requests"],
           val[r, "errors"], val[r, "rps"], val[r, "cpu_ms"], u, val[r, "cpu_pct"],
-          ratio(u, val["queue-h2", "us_per_req"]), vc, vf, rss, val[r, "foreign_pct"]
+          ratio(u, val["queue-h2", "us_per_req"]), vc, vf, vr, rss, val[r, "foreign_pct"]
       }
     }' "$OUT/summary.tsv"
 }

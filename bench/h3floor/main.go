@@ -1,9 +1,11 @@
 // Command h3floor is quic-go's floor for the HTTP/3 rows: a bare
 // http3.Server answering every request with 1 KiB from memory, no proxying,
 // so that queue's HTTP/3 cost can be read against what quic-go's own
-// server costs for the same load (h3load).
+// server costs for the same load (h3load); with -relay, the floor of an
+// HTTP/3 relay to an HTTP/1.1 upstream on quic-go's transport (relay.go).
 //
 //	h3floor -listen 127.0.0.1:18443 -cert cert.pem -key key.pem
+//	h3floor -listen 127.0.0.1:18443 -cert cert.pem -key key.pem -relay 127.0.0.1:18000
 package main
 
 import (
@@ -20,11 +22,19 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18443", "UDP host:port")
 	certFile := flag.String("cert", "", "PEM certificate")
 	keyFile := flag.String("key", "", "PEM key")
+	upstream := flag.String("relay", "", "relay every request to this HTTP/1.1 upstream's /1k (host:port)")
 	flag.Parse()
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "h3floor:", err)
 		os.Exit(2)
+	}
+	if *upstream != "" {
+		if err := relay(*listen, *upstream, cert); err != nil {
+			fmt.Fprintln(os.Stderr, "h3floor:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	body := make([]byte, 1024)
 	for i := range body {
