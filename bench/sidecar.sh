@@ -39,7 +39,10 @@
 # PROXY_CPU=0 LOAD_CPU=1 QUEUE_BIN (a prebuilt queue; default: the shipped
 # build of ./cmd/queue) QUEUE_BASE_BIN (a baseline queue for the at-rest
 # rows; default none) QUEUE_BASE_LABEL (what the baseline is, for the recorded
-# rows; default its file name) OUT NETNS=auto|0 QUICK=1.
+# rows; default its file name) QUEUE_TLS=1 (queue and queuebase also serve
+# TLS on a port of their own, with a fresh self-signed certificate: with it,
+# queue's HTTP/3 listener is open through the at-rest rows, which then show
+# what a QUIC socket nobody talks to costs) OUT NETNS=auto|0 QUICK=1.
 # Needs: root (cgroups), two CPUs, go (builds queue, the upstream, the
 # helper bench/sidecar and vegeta v12.13.0), taskset (util-linux), ps
 # (procps), timeout; nginx and haproxy (else their columns say "-");
@@ -142,6 +145,15 @@ printf 'part\tpeer\tcase\tfigure\tvalue\n' >"$SUMMARY"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 NOFILE=$(ulimit -n)
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/queue-sidecar.XXXXXX")
+# QUEUE_TLS=1: a certificate for the TLS ports (and so HTTP/3) of both queues.
+QUEUE_TLS_ARGS="" BASE_TLS_ARGS=""
+if [[ "${QUEUE_TLS:-}" == 1 ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+    -addext 'subjectAltName=IP:127.0.0.1' -keyout "$SCRATCH/key.pem" -out "$SCRATCH/cert.pem" >/dev/null 2>&1 ||
+    { echo "sidecar.sh: openssl could not make a certificate" >&2; exit 2; }
+  QUEUE_TLS_ARGS="--tls-listen 127.0.0.1:18228 --tls-cert $SCRATCH/cert.pem --tls-key $SCRATCH/key.pem"
+  BASE_TLS_ARGS="--tls-listen 127.0.0.1:18229 --tls-cert $SCRATCH/cert.pem --tls-key $SCRATCH/key.pem"
+fi
 STARTED=() # PIDs of the process trees we started and have not reaped
 CGROUPS=() # names of the cgroups we made and have not removed
 CGROUP_PREFIX=queue-sidecar-$$
@@ -221,7 +233,7 @@ peer() { # NAME: sets LISTEN and CMD, or returns 1 when the peer is not installe
       # shellcheck disable=SC2016 # expanded by the bash -c that runs it
       CMD='exec "$QUEUE_BIN" --upstream "$BENCH_UPSTREAM" --listen "$BENCH_LISTEN"
         --admin-listen 127.0.0.1:18222 --stats-listen '$QUEUE_STATS'
-        --metrics-listen '$QUEUE_METRICS' --drain-quiet-period 0s --drain-timeout 1s'
+        --metrics-listen '$QUEUE_METRICS' --drain-quiet-period 0s --drain-timeout 1s '$QUEUE_TLS_ARGS
       CMD=${CMD//$'\n'/ } ;;
     queuebase)
       # The same command from QUEUE_BASE_BIN, on ports and an upstream of its own.
@@ -229,7 +241,7 @@ peer() { # NAME: sets LISTEN and CMD, or returns 1 when the peer is not installe
       # shellcheck disable=SC2016 # expanded by the bash -c that runs it
       CMD='exec "$QUEUE_BASE_BIN" --upstream '$BASE_UPSTREAM' --listen "$BENCH_LISTEN"
         --admin-listen '$BASE_ADMIN' --stats-listen '$BASE_STATS'
-        --metrics-listen '$BASE_METRICS' --drain-quiet-period 0s --drain-timeout 1s'
+        --metrics-listen '$BASE_METRICS' --drain-quiet-period 0s --drain-timeout 1s '$BASE_TLS_ARGS
       CMD=${CMD//$'\n'/ } ;;
   esac
 }
