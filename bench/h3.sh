@@ -17,7 +17,9 @@
 # UDP, load bench/h3load), queue-h2 (the same queue over HTTP/2 and TLS,
 # load h2load), caddy-h3 (Debian's caddy as a reverse proxy with HTTP/3 on,
 # load h3load), floor-h3 (bench/h3floor: a bare quic-go http3.Server that
-# answers 1 KiB from memory, no upstream; load h3load), relay-h3 (h3floor
+# answers 1 KiB from memory, no upstream; load h3load), engine-h3 (the same
+# answer from queue's own HTTP/3 engine, package h3: h3floor -queue-engine),
+# relay-h3 (h3floor
 # -relay: the floor of an HTTP/3-to-HTTP/1.1 relay on quic-go's transport,
 # to the same upstream; load h3load), caddy-h2 (the same
 # caddy, load h2load). Every proxy forwards to one bench/upstream. Each run
@@ -52,7 +54,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 source "$HERE/peers.sh"
 # shellcheck source=bench/record.sh
 source "$HERE/record.sh"
-ALL_ROWS=(queue-h3 queue-h2 caddy-h3 floor-h3 relay-h3 caddy-h2)
+ALL_ROWS=(queue-h3 queue-h2 caddy-h3 floor-h3 engine-h3 relay-h3 caddy-h2)
 CADDY=/usr/bin/caddy
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -301,6 +303,10 @@ row() {
       ADDR=$FLOOR_TLS SERVER=h3floor
       # shellcheck disable=SC2016
       CMD='exec "$H3_BIN/h3floor" -listen '$FLOOR_TLS' -cert "$CERT" -key "$KEY"' ;;
+    engine-h3)
+      ADDR=$FLOOR_TLS SERVER=h3floor
+      # shellcheck disable=SC2016
+      CMD='exec "$H3_BIN/h3floor" -listen '$FLOOR_TLS' -cert "$CERT" -key "$KEY" -queue-engine' ;;
     relay-h3)
       ADDR=$FLOOR_TLS SERVER=h3floor
       # shellcheck disable=SC2016

@@ -230,7 +230,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "log from `LEVEL` up: debug, info, warn or error")
 	fs.Var(boolValue{&c.AccessLog}, "access-log", "write one JSON line per request to stdout")
 	fs.Var(boolValue{&c.PProf}, "pprof", "serve /debug/pprof/ on the admin port")
-	fs.Var(boolValue{&c.HTTP3}, "http3", "serve HTTP/3 (QUIC) on the TLS port's number over UDP when TLS is on (default true, false in Knative mode)")
+	fs.Var(boolValue{&c.HTTP3}, "http3", "serve HTTP/3 (QUIC) on the TLS port's number over UDP when TLS is on")
 	fs.Var(addrValue{&c.PProfListen, false}, "pprof-listen", "serve /debug/pprof/ on a port of its own at `ADDR` (Knative: :8008 with runtime profiling on)")
 	fs.Var(boolValue{&c.Version}, "version", "print the version, commit and Go version, and exit")
 	fs.Var(stringValue{&c.KnativeCertDir}, "knative-cert-dir", "read Knative's tls.crt and tls.key from `DIR` when both exist and no --tls-cert is given")
