@@ -28,6 +28,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,15 +43,26 @@ func main() {
 	streams := flag.Int("s", 16, "requests in flight on each connection")
 	d := flag.Duration("d", 10*time.Second, "how long to run")
 	n := flag.Int64("n", 0, "stop after this many requests (0: run for -d)")
+	cpuprofile := flag.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
 	flag.Parse()
 	u, err := url.Parse(*target)
 	if err != nil || u.Scheme != "https" || *conns < 1 || *streams < 1 || *d <= 0 {
 		fmt.Fprintln(os.Stderr, "h3load: -url must be https://HOST:PORT/PATH; -c and -s at least 1, -d positive")
 		os.Exit(2)
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "h3load:", err)
+			os.Exit(2)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	r := run(u, *conns, *streams, *d, *n)
 	fmt.Println(r)
 	if r.requests == 0 {
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
