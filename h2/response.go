@@ -33,10 +33,7 @@ type response struct {
 
 	// What the proxy hands over (engine.Keeper): the upstream's head, and
 	// storage that lives until the response is complete.
-	head      engine.ResponseHead
-	keep      []byte
-	vals      []string
-	connCache []byte
+	engine.Kept
 
 	block    []byte   // the encoded head, reused
 	lower    []byte   // a field name in lowercase, reused
@@ -47,8 +44,7 @@ func (w *response) reset() {
 	clear(w.hdr)
 	w.status, w.wroteHeader, w.headSent, w.ended = 0, false, false, false
 	w.written, w.declared, w.noBody = 0, -1, false
-	w.head.Reset()
-	w.vals = w.vals[:0]
+	w.Kept.Reset()
 }
 
 // NotifyCancel has ch get a value when the stream's context is canceled,
@@ -71,31 +67,6 @@ var (
 	_ engine.CancelNotifier = (*response)(nil)
 )
 
-// KeepBuffer returns n bytes that stay the handler's until the stream is
-// done (engine.Keeper).
-func (w *response) KeepBuffer(n int) []byte {
-	if cap(w.keep) < n {
-		w.keep = make([]byte, n)
-	}
-	return w.keep[:n]
-}
-
-// KeepValues returns scratch space for header value slices (KeepBuffer).
-func (w *response) KeepValues() *[]string { return &w.vals }
-
-// KeepHead returns the response's head storage (engine.Keeper), empty: a
-// head handed over (its Status set) before WriteHeader is written before
-// Header()'s fields.
-func (w *response) KeepHead() *engine.ResponseHead { return &w.head }
-
-// upstream returns the head the handler handed over, or nil.
-func (w *response) upstream() *engine.ResponseHead {
-	if w.head.Status == 0 {
-		return nil
-	}
-	return &w.head
-}
-
 // Refuse notes that the handler answers the request with a 4xx of queue's
 // own making, which the upstream never sees (engine.Refuser): a glitch of
 // weight GlitchRefused (MaxGlitches), and the stream takes none back when
@@ -111,11 +82,6 @@ func (w *response) Refuse() {
 		c.glitchLocked(GlitchRefused)
 	}
 }
-
-// ConnCache returns bytes kept across the streams this stream object
-// serves, all of one connection (package proxy keeps its forwarding
-// fields there).
-func (w *response) ConnCache() *[]byte { return &w.connCache }
 
 // WriteHeader implements http.ResponseWriter. An informational status is
 // sent at once, with the fields set so far; 101 is ignored (HTTP/2 has no
@@ -153,14 +119,14 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 	}
 	var err error
 	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
 		p = p[:w.declared-w.written]
 		err = http.ErrContentLength
 	}
-	last := w.declared >= 0 && w.written+int64(len(p)) == w.declared && !w.hasTrailers()
+	last := w.declared >= 0 && w.written+int64(len(p)) == w.declared && !httpsem.HasTrailers(w.hdr)
 	if !w.headSent {
 		w.writeHead(w.status, len(p) == 0 && last, true)
 	}
@@ -172,32 +138,6 @@ func (w *response) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// contentLength is the response's declared length, or -1.
-func (w *response) contentLength() int64 {
-	if v, ok := w.hdr["Content-Length"]; ok && len(v) == 1 {
-		if n, ok := httpsem.ParseDigits(v[0]); ok {
-			return n
-		}
-		return -1
-	}
-	if up := w.upstream(); up != nil {
-		return up.ContentLength
-	}
-	return -1
-}
-
-func (w *response) hasTrailers() bool {
-	if _, ok := w.hdr["Trailer"]; ok {
-		return true
-	}
-	for k := range w.hdr {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // Flush implements http.Flusher.
 func (w *response) Flush() { w.FlushError() }
 
@@ -207,7 +147,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 		w.writeHead(w.status, false, true)
 	}
 	c := w.s.c
@@ -251,7 +191,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // header map, and a Date if none came. end sets END_STREAM.
 func (w *response) writeHead(status int, end, final bool) {
 	b := hpackw.AppendStatus(w.block[:0], status)
-	up := w.upstream()
+	up := w.Upstream()
 	if !final {
 		up = nil
 	}
@@ -402,9 +342,9 @@ func (w *response) finish(aborted bool) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	trailers := w.hasTrailers()
+	trailers := httpsem.HasTrailers(w.hdr)
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 		if w.declared > 0 && !w.noBody {
 			// A body declared and never written: the response is cut.
 			w.cut()

@@ -38,11 +38,9 @@ type response struct {
 	failed      error // a stream write failed: the response is cut
 	pending     bool  // out holds the response's end: the sender writes it, with the FIN
 
-	// What the proxy hands over (engine.Keeper).
-	head      engine.ResponseHead
-	keep      []byte
-	vals      []string
-	connCache []byte
+	// What the proxy hands over (engine.Keeper): the upstream's head, and
+	// storage that lives until the response is complete.
+	engine.Kept
 
 	out      []byte // frames not yet written
 	block    []byte // an encoded field section, reused
@@ -58,8 +56,7 @@ func (w *response) reset() {
 	clear(w.hdr)
 	w.status, w.wroteHeader, w.headSent, w.ended = 0, false, false, false
 	w.written, w.declared, w.noBody, w.failed, w.pending = 0, -1, false, nil, false
-	w.head.Reset()
-	w.vals = w.vals[:0]
+	w.Kept.Reset()
 	w.out = w.out[:0]
 	w.deadline, w.wdl = time.Time{}, time.Time{}
 }
@@ -79,32 +76,6 @@ func (w *response) Status() int { return w.status }
 
 // Written reports the body bytes written (stats.Reporter).
 func (w *response) Written() int64 { return w.written }
-
-// KeepBuffer returns n bytes that stay the handler's until the stream is
-// done (engine.Keeper).
-func (w *response) KeepBuffer(n int) []byte {
-	if cap(w.keep) < n {
-		w.keep = make([]byte, n)
-	}
-	return w.keep[:n]
-}
-
-// KeepValues returns scratch space for header value slices (engine.Keeper).
-func (w *response) KeepValues() *[]string { return &w.vals }
-
-// KeepHead returns the response's head storage (engine.Keeper).
-func (w *response) KeepHead() *engine.ResponseHead { return &w.head }
-
-// ConnCache returns bytes kept across the requests this stream object
-// serves, all of one connection (engine.Keeper).
-func (w *response) ConnCache() *[]byte { return &w.connCache }
-
-func (w *response) upstream() *engine.ResponseHead {
-	if w.head.Status == 0 {
-		return nil
-	}
-	return &w.head
-}
 
 // Refuse counts a request queue answers itself (engine.Refuser):
 // GlitchRefused, and the stream takes none back when it ends.
@@ -165,7 +136,7 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, w.failed
 	}
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 		w.appendHead(w.status, true)
 	}
 	var err error
@@ -193,32 +164,6 @@ func (w *response) Write(p []byte) (int, error) {
 	return len(p), err
 }
 
-// contentLength is the response's declared length, or -1.
-func (w *response) contentLength() int64 {
-	if v, ok := w.hdr["Content-Length"]; ok && len(v) == 1 {
-		if n, ok := httpsem.ParseDigits(v[0]); ok {
-			return n
-		}
-		return -1
-	}
-	if up := w.upstream(); up != nil {
-		return up.ContentLength
-	}
-	return -1
-}
-
-func (w *response) hasTrailers() bool {
-	if _, ok := w.hdr["Trailer"]; ok {
-		return true
-	}
-	for k := range w.hdr {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // Flush implements http.Flusher.
 func (w *response) Flush() { w.FlushError() }
 
@@ -228,7 +173,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 		w.appendHead(w.status, true)
 	}
 	return w.flush(false)
@@ -306,7 +251,7 @@ func (w *response) write(p []byte) error {
 func (w *response) appendHead(status int, final bool) {
 	b := appendPrefix(w.block[:0])
 	b = appendStatus(b, status)
-	up := w.upstream()
+	up := w.Upstream()
 	if !final {
 		up = nil
 	}
@@ -377,9 +322,9 @@ func (w *response) finish(aborted bool) bool {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	trailers := w.hasTrailers()
+	trailers := httpsem.HasTrailers(w.hdr)
 	if !w.headSent {
-		w.declared = w.contentLength()
+		w.declared = httpsem.DeclaredLength(w.hdr, w.UpstreamLength())
 		if w.declared > 0 && !w.noBody {
 			w.cut() // a body declared and never written
 			return false

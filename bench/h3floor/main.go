@@ -35,11 +35,8 @@ func main() {
 		os.Exit(2)
 	}
 	if *upstream != "" {
-		if err := relay(*listen, *upstream, cert); err != nil {
-			fmt.Fprintln(os.Stderr, "h3floor:", err)
-			os.Exit(1)
-		}
-		return
+		fmt.Fprintln(os.Stderr, "h3floor:", relay(*listen, *upstream, cert))
+		os.Exit(1)
 	}
 	body := make([]byte, 1024)
 	for i := range body {

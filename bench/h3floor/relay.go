@@ -25,7 +25,7 @@ import (
 // and write one HEADERS frame (:status 200, fixed) and one DATA frame with
 // the body, then the stream's FIN. No field is decoded or forwarded, no
 // control stream is opened: it is not a server, only what one costs at
-// least.
+// least. It returns only when the listener fails.
 func relay(listen, upstream string, cert tls.Certificate) error {
 	ln, err := quic.ListenAddr(listen, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h3"}},
 		&quic.Config{MaxIncomingStreams: 250})

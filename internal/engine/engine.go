@@ -122,3 +122,57 @@ type Refuser interface {
 type CancelNotifier interface {
 	NotifyCancel(ch chan<- struct{})
 }
+
+// Kept is the storage behind Keeper for a multiplexing engine's response
+// writer (h2, h3), which embeds it: made with the stream object, reused by
+// each of its responses (Reset), and kept until the response is complete.
+type Kept struct {
+	head      ResponseHead
+	buf       []byte
+	vals      []string
+	connCache []byte
+}
+
+// KeepBuffer returns n bytes that stay the handler's until the response is
+// complete (Keeper).
+func (k *Kept) KeepBuffer(n int) []byte {
+	if cap(k.buf) < n {
+		k.buf = make([]byte, n)
+	}
+	return k.buf[:n]
+}
+
+// KeepValues returns scratch space for header value slices (Keeper).
+func (k *Kept) KeepValues() *[]string { return &k.vals }
+
+// KeepHead returns the response's head storage (Keeper), empty: a head
+// handed over (its Status set) before WriteHeader is written before
+// Header()'s fields.
+func (k *Kept) KeepHead() *ResponseHead { return &k.head }
+
+// ConnCache returns bytes kept across the responses of the stream object,
+// all of one connection (Keeper).
+func (k *Kept) ConnCache() *[]byte { return &k.connCache }
+
+// Upstream returns the head the handler handed over, or nil.
+func (k *Kept) Upstream() *ResponseHead {
+	if k.head.Status == 0 {
+		return nil
+	}
+	return &k.head
+}
+
+// UpstreamLength is the Content-Length of the head the handler handed
+// over, or -1 (none, or none handed over).
+func (k *Kept) UpstreamLength() int64 {
+	if k.head.Status == 0 {
+		return -1
+	}
+	return k.head.ContentLength
+}
+
+// Reset empties k for the next response.
+func (k *Kept) Reset() {
+	k.head.Reset()
+	k.vals = k.vals[:0]
+}

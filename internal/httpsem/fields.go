@@ -262,3 +262,30 @@ func Lower(buf *[]byte, name string) string {
 	*buf = l
 	return unsafe.String(unsafe.SliceData(l), len(l))
 }
+
+// DeclaredLength is a response's declared length: its Content-Length in h
+// when it has one valid value, else upstream (the length the upstream's
+// head gave, or -1), or -1 for a value that does not parse.
+func DeclaredLength(h http.Header, upstream int64) int64 {
+	if v, ok := h["Content-Length"]; ok && len(v) == 1 {
+		if n, ok := ParseDigits(v[0]); ok {
+			return n
+		}
+		return -1
+	}
+	return upstream
+}
+
+// HasTrailers reports whether a response's header map declares trailers
+// (Trailer) or holds some (http.TrailerPrefix).
+func HasTrailers(h http.Header) bool {
+	if _, ok := h["Trailer"]; ok {
+		return true
+	}
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
+}
