@@ -243,7 +243,6 @@ func (w *response) writeHead(status int, end, final bool) {
 	c.mu.Unlock()
 }
 
-
 // data queues p as DATA frames within the stream's and the connection's
 // windows and the client's frame size, waiting for room as needed.
 func (w *response) data(p []byte, last bool) (int, error) {

@@ -62,6 +62,32 @@ func TestParseConfig(t *testing.T) {
 			}
 		},
 	}, {
+		name: "HTTP/3: on standalone, off in Knative mode unless asked, off when asked",
+		args: []string{"--upstream", ":8080"},
+		check: func(t *testing.T, c Config) {
+			if !c.HTTP3 {
+				t.Error("standalone: HTTP3 off, want on")
+			}
+			kn := func(env map[string]string, args ...string) bool {
+				t.Helper()
+				c, err := parseConfig(args, func(k string) string { return env[k] })
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c.HTTP3
+			}
+			base := map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "svc-00001"}
+			if kn(base) {
+				t.Error("Knative mode: HTTP3 on, want off")
+			}
+			if !kn(map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "svc-00001", "QUEUE_HTTP3": "true"}) {
+				t.Error("Knative mode with QUEUE_HTTP3=true: HTTP3 off, want on")
+			}
+			if kn(map[string]string{"QUEUE_HTTP3": "false"}, "--upstream", ":8080") || kn(nil, "--upstream", ":8080", "--http3=false") {
+				t.Error("QUEUE_HTTP3=false or --http3=false: HTTP3 on, want off")
+			}
+		},
+	}, {
 		name: "Knative mode keeps Knative's defaults",
 		env:  map[string]string{"USER_PORT": "8080", "SERVING_REVISION": "svc-00001"},
 		check: func(t *testing.T, c Config) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/ingress"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // TestTLS: ALPN picks HTTP/2 or HTTP/1.1, X-Forwarded-Proto is https, and
@@ -84,6 +85,14 @@ func TestCertRotation(t *testing.T) {
 
 	writeCert(t, dir, "two")
 	took := waitFor("two")
+	// HTTP/3 on the same port's number serves the same pair: new QUIC
+	// handshakes get the new certificate too.
+	h3 := &http3.Transport{TLSClientConfig: insecure}
+	defer h3.Close()
+	if res, _ := get(t, &http.Client{Transport: h3}, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/3.0" ||
+		res.TLS.PeerCertificates[0].Subject.CommonName != "two" {
+		t.Errorf("HTTP/3 after the rotation: %s, certificate %q; want HTTP/3.0 and two", res.Proto, res.TLS.PeerCertificates[0].Subject.CommonName)
+	}
 	t.Logf("new certificate served %v after the write", took)
 	res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil)
 	if res.StatusCode != 200 || res.TLS.PeerCertificates[0].Subject.CommonName != "one" {
