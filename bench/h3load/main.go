@@ -13,8 +13,10 @@
 // the stream's FIN; a response is read to the stream's end, and counts as
 // good when its first frame is HEADERS whose first field is :status 200
 // (QPACK's static entry 25, as every server sends it), and it has a body.
-// Each stream runs on a goroutine of its own, reading the whole response
-// before its next request. The run stops at -d, or at -n requests if set;
+// Each connection's requests are written together by one goroutine, those
+// of every stream that came free since it last ran (as h2load writes the
+// requests of one turn of its event loop, so that they share packets), and
+// each response is read to its end on a goroutine of its own. The run stops at -d, or at -n requests if set;
 // both bound it. Certificates are not verified (the harness's are
 // self-signed).
 package main
@@ -28,6 +30,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -128,13 +131,27 @@ func run(u *url.URL, conns, streams int, d time.Duration, n int64) result {
 			errs.Add(1)
 			continue
 		}
+		c := &loadConn{qc: qc, req: req, wake: make(chan struct{}, 1), opened: make(chan *quic.Stream, streams), errs: &errs}
+		c.free.Store(int64(streams))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.writer(ctx)
+		}()
+		c.wake <- struct{}{}
 		for range streams {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				buf := make([]byte, 64<<10)
-				for ctx.Err() == nil {
-					k, err := get(ctx, qc, req, buf)
+				for {
+					var str *quic.Stream
+					select {
+					case str = <-c.opened:
+					case <-ctx.Done():
+						return
+					}
+					k, err := read(str, buf)
 					bytes.Add(k)
 					switch {
 					case err != nil && ctx.Err() == nil:
@@ -144,6 +161,7 @@ func run(u *url.URL, conns, streams int, d time.Duration, n int64) result {
 							cancel()
 						}
 					}
+					c.release()
 				}
 			}()
 		}
@@ -152,18 +170,58 @@ func run(u *url.URL, conns, streams int, d time.Duration, n int64) result {
 	return result{requests: requests.Load(), errors: errs.Load(), bytes: bytes.Load(), elapsed: time.Since(start)}
 }
 
-// get sends one request on a new stream and reads its response to the
-// stream's end, returning the bytes read.
-func get(ctx context.Context, qc *quic.Conn, req, buf []byte) (int64, error) {
-	str, err := qc.OpenStreamSync(ctx)
-	if err != nil {
-		return 0, err
+// loadConn is one connection's requests. Its writer sends the requests of
+// every stream that came free since it last ran, together, as h2load sends
+// the requests of one turn of its event loop: the streams' readers hand
+// their streams back (release) and wake it; it yields once, so that the
+// readers ready to run hand theirs back too, then opens a stream for each
+// and writes its request, and quic-go packs them into as few packets as
+// they fit. A reader reads one stream's response to its end.
+type loadConn struct {
+	qc     *quic.Conn
+	req    []byte
+	free   atomic.Int64 // streams to open
+	wake   chan struct{}
+	opened chan *quic.Stream
+	errs   *atomic.Int64
+}
+
+func (c *loadConn) release() {
+	if c.free.Add(1) == 1 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
-	if _, err := str.Write(req); err != nil {
-		str.CancelRead(0x10c)
-		return 0, err
+}
+
+func (c *loadConn) writer(ctx context.Context) {
+	for {
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return
+		}
+		runtime.Gosched()
+		for k := c.free.Swap(0); k > 0; k-- {
+			str, err := c.qc.OpenStreamSync(ctx)
+			if err == nil {
+				_, err = str.Write(c.req)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					c.errs.Add(1) // the connection failed: its streams stop
+				}
+				return
+			}
+			str.Close()
+			c.opened <- str
+		}
 	}
-	str.Close()
+}
+
+// read reads a response to the stream's end, returning the bytes read.
+func read(str *quic.Stream, buf []byte) (int64, error) {
 	var total int64
 	for {
 		k, err := str.Read(buf)

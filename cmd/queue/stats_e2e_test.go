@@ -143,14 +143,29 @@ func TestPrometheusMetrics(t *testing.T) {
 	for range 3 {
 		get(t, c, base+"/", nil)
 	}
-	res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// A request is counted when its handler returns, which may be just
+	// after its client has the response: scrape until the third is in,
+	// within a bound.
+	scrape := func() []byte {
+		res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return body
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	body := scrape()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); {
+		if h := families["http_server_request_duration_seconds"]; h != nil && h.GetMetric()[0].GetHistogram().GetSampleCount() >= 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling the endpoint, bounded by the deadline
+		body = scrape()
+		families, err = p.TextToMetricFamilies(bytes.NewReader(body))
+	}
 	if err != nil {
 		t.Fatalf("Prometheus cannot parse the exposition: %v\n%s", err, body)
 	}
