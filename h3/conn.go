@@ -28,7 +28,7 @@ type conn struct {
 	free     []*stream        // stream objects to reuse
 	active   int              // handlers running
 	glitches int
-	lastID   quic.StreamID // the highest request stream accepted
+	nextID   quic.StreamID // the request stream after the highest accepted (0: none yet)
 	draining bool          // the first GOAWAY went: no more after the second
 	goneAway bool          // the final GOAWAY went: later streams are refused
 	goAwayID quic.StreamID // what the final GOAWAY said
@@ -83,8 +83,8 @@ func (c *conn) serve() {
 			str.CancelWrite(quic.StreamErrorCode(errRequestRejected))
 			continue
 		}
-		if str.StreamID() > c.lastID {
-			c.lastID = str.StreamID()
+		if id := str.StreamID(); id >= c.nextID {
+			c.nextID = id + 4
 		}
 		st := c.newStreamLocked(str)
 		c.active++
@@ -228,10 +228,7 @@ func (c *conn) drain() {
 			return
 		}
 		c.goneAway = true
-		c.goAwayID = c.lastID + 4
-		if c.lastID == 0 && c.active == 0 {
-			c.goAwayID = 0
-		}
+		c.goAwayID = c.nextID
 		c.writeGoAwayLocked(uint64(c.goAwayID))
 		last := c.active == 0
 		c.mu.Unlock()
