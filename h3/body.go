@@ -31,19 +31,21 @@ func (b *reqBody) Read(p []byte) (int, error) {
 			return 0, st.endBody(err)
 		}
 	}
+	in := &st.in
 	var n int
-	if st.r < st.w {
-		n = copy(p[:min(uint64(len(p)), st.frameLeft)], st.buf[st.r:st.w])
-		st.r += n
+	if in.r < in.w {
+		n = copy(p[:min(uint64(len(p)), st.frameLeft)], in.buf[in.r:in.w])
+		in.r += n
 	} else {
-		if st.eof {
+		if in.eof {
 			return 0, st.endBody(io.ErrUnexpectedEOF)
 		}
+		// Straight into p: a body is not copied through the buffer.
 		var err error
 		n, err = st.str.Read(p[:min(uint64(len(p)), st.frameLeft)])
-		st.read += int64(n)
+		in.read += int64(n)
 		if err == io.EOF {
-			st.eof = true
+			in.eof = true
 		} else if err != nil {
 			st.frameLeft -= uint64(n)
 			st.received += int64(n)
@@ -65,21 +67,12 @@ func (b *reqBody) Close() error { return nil }
 // the last DATA, is io.EOF.
 func (st *stream) nextDataFrame() error {
 	for {
-		t, l, n := parseFrameHeader(st.buf[st.r:st.w])
-		if n == 0 {
-			if st.eof {
-				if st.r < st.w {
-					return errFrame
-				}
-				return io.EOF
-			}
-			if err := st.fill(); err != nil {
-				return err
-			}
-			continue
-		}
-		st.r += n
+		t, l, err := st.in.header()
 		switch {
+		case err == io.ErrUnexpectedEOF:
+			return errFrame // a frame header cut by the stream's end
+		case err != nil:
+			return err
 		case t == frameData:
 			if l > 0 {
 				st.frameLeft = l
@@ -90,12 +83,11 @@ func (st *stream) nextDataFrame() error {
 				return err
 			}
 			return io.EOF
-		case t == frameSettings, t == frameGoAway, t == frameMaxPushID, t == frameCancelPush,
-			t == framePushPromise, reservedH2(t):
+		case notOnRequestStream(t):
 			st.c.close(errFrameUnexpected)
 			return errUnexpectedFrame
 		default:
-			if err := st.skip(l); err != nil {
+			if err := st.in.skip(l); err != nil {
 				return err
 			}
 		}
@@ -105,25 +97,22 @@ func (st *stream) nextDataFrame() error {
 // readTrailers reads the trailer section of l bytes into the request's
 // Trailer; nothing may follow it but the stream's FIN.
 func (st *stream) readTrailers(l uint64) error {
-	if l > MaxHeaderFrame {
-		return errTooLarge
-	}
-	if err := st.need(int(l)); err != nil {
+	p, err := st.fieldSection(l)
+	if err != nil {
 		return err
 	}
-	p := st.buf[st.r : st.r+int(l)]
-	st.r += int(l)
 	st.trailer = make(http.Header)
 	st.sec.Reset(st.trailer, &st.vals, &st.canon, true)
 	if err := st.decodeSection(p); err != nil || st.sec.Bad {
 		return errTrailers
 	}
-	for st.r == st.w && !st.eof {
-		if err := st.fill(); err != nil {
+	in := &st.in
+	for in.r == in.w && !in.eof {
+		if err := in.fill(); err != nil {
 			return err
 		}
 	}
-	if st.r < st.w {
+	if in.r < in.w {
 		return errTrailers
 	}
 	st.req.Trailer = st.trailer

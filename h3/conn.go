@@ -259,8 +259,8 @@ func (c *conn) acceptUni() {
 // stream's frames, the QPACK streams (discarded: with no dynamic table
 // they carry nothing queue needs), and stops any other.
 func (c *conn) readUni(str *quic.ReceiveStream) {
-	fr := frameReader{r: str, buf: make([]byte, 0, MaxControlFrame+16)}
-	t, err := fr.varint()
+	in := reader{src: str, buf: make([]byte, 512)}
+	t, err := in.varint()
 	if err != nil {
 		return
 	}
@@ -274,14 +274,14 @@ func (c *conn) readUni(str *quic.ReceiveStream) {
 			c.close(errStreamCreation)
 			return
 		}
-		c.readControl(&fr)
+		c.readControl(&in)
 	case streamEncoder, streamDecoder:
 		// Without a dynamic table the client's encoder may only set its
 		// capacity to 0, and its decoder has nothing to acknowledge; the
 		// bytes are bounded by the stream's flow control.
-		fr.buf = fr.buf[:cap(fr.buf)]
-		for {
-			if _, err := str.Read(fr.buf); err != nil {
+		for !in.eof {
+			in.r = in.w
+			if err := in.fill(); err != nil {
 				return
 			}
 		}
@@ -294,10 +294,16 @@ func (c *conn) readUni(str *quic.ReceiveStream) {
 
 // readControl reads the client's control stream: SETTINGS first, then
 // frames queue takes note of or skips. Its end ends the connection.
-func (c *conn) readControl(fr *frameReader) {
+func (c *conn) readControl(in *reader) {
 	first := true
 	for {
-		t, _, err := fr.next(MaxControlFrame)
+		t, l, err := in.header()
+		if err == nil && l > MaxControlFrame {
+			err = errTooLarge
+		}
+		if err == nil {
+			err = in.skip(l)
+		}
 		switch {
 		case errors.Is(err, errTooLarge):
 			c.close(errExcessiveLoad)

@@ -95,61 +95,112 @@ func parseFrameHeader(b []byte) (t, length uint64, n int) {
 	return t, length, k + m
 }
 
-// frameReader reads frames from a unidirectional stream: small ones
-// whole, others skipped.
-type frameReader struct {
-	r   io.Reader
-	buf []byte
+// reader reads a stream through a buffer: the unread bytes are buf[r:w].
+// A request stream reads its HEADERS frame, its body's frame headers and
+// its trailers through one (stream.in), the client's unidirectional
+// streams their type and their frames.
+type reader struct {
+	src  io.Reader
+	buf  []byte
+	r, w int
+	read int64 // bytes read from src
+	eof  bool  // src's end was read
 }
 
-func (f *frameReader) fill(n int) error {
-	for len(f.buf) < n {
-		if len(f.buf) == cap(f.buf) {
-			return errFrame
+// fill reads more of the stream into the buffer, moving what is unread to
+// its start when the buffer is full.
+func (b *reader) fill() error {
+	if b.r > 0 && b.r == b.w {
+		b.r, b.w = 0, 0
+	}
+	if b.w == len(b.buf) {
+		if b.r == 0 {
+			return errFrame // a frame header that does not fit: never for a valid one
 		}
-		k, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
-		f.buf = f.buf[:len(f.buf)+k]
-		if err != nil && len(f.buf) < n {
-			return err
+		b.w = copy(b.buf, b.buf[b.r:b.w])
+		b.r = 0
+	}
+	n, err := b.src.Read(b.buf[b.w:])
+	b.w += n
+	b.read += int64(n)
+	if err == io.EOF {
+		b.eof = true
+		return nil
+	}
+	return err
+}
+
+// header reads a frame header: the frame's type and its payload's length.
+// At the stream's end it returns io.EOF, or io.ErrUnexpectedEOF after part
+// of a header.
+func (b *reader) header() (t, length uint64, err error) {
+	for {
+		t, l, n := parseFrameHeader(b.buf[b.r:b.w])
+		if n > 0 {
+			b.r += n
+			return t, l, nil
 		}
+		if b.eof {
+			if b.r < b.w {
+				return 0, 0, io.ErrUnexpectedEOF
+			}
+			return 0, 0, io.EOF
+		}
+		if err := b.fill(); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
+// varint reads a variable-length integer: a unidirectional stream's type.
+func (b *reader) varint() (uint64, error) {
+	for {
+		if v, n, err := quicvarint.Parse(b.buf[b.r:b.w]); err == nil {
+			b.r += n
+			return v, nil
+		}
+		if b.eof {
+			return 0, io.ErrUnexpectedEOF
+		}
+		if err := b.fill(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// consumed is how many bytes of the stream were taken out of the buffer.
+func (b *reader) consumed() int64 { return b.read - int64(b.w-b.r) }
+
+// skip discards l bytes of the stream.
+func (b *reader) skip(l uint64) error {
+	for l > 0 {
+		if b.r == b.w {
+			if b.eof {
+				return io.ErrUnexpectedEOF
+			}
+			if err := b.fill(); err != nil {
+				return err
+			}
+			continue
+		}
+		k := min(uint64(b.w-b.r), l)
+		b.r += int(k)
+		l -= k
 	}
 	return nil
 }
 
-// varint reads a variable-length integer.
-func (f *frameReader) varint() (uint64, error) {
-	if err := f.fill(1); err != nil {
-		return 0, err
-	}
-	l := quicvarint.Len(0) << (f.buf[0] >> 6)
-	if err := f.fill(l); err != nil {
-		return 0, err
-	}
-	v, _, err := quicvarint.Parse(f.buf)
-	f.buf = f.buf[:copy(f.buf, f.buf[l:])]
-	return v, err
-}
-
-// errTooLarge is next's answer for a frame longer than its bound.
+// errTooLarge is the answer for a frame longer than its bound.
 var errTooLarge = errors.New("h3: frame too large")
 
-// next reads a frame whose payload is at most max bytes (errTooLarge
-// otherwise); the payload stays valid until the next call.
-func (f *frameReader) next(max int) (t uint64, payload []byte, err error) {
-	if t, err = f.varint(); err != nil {
-		return 0, nil, err
+// notOnRequestStream reports the frame types a request stream must not
+// carry (RFC 9114 section 7.2): the control stream's, PUSH_PROMISE (a
+// client does not push), and HTTP/2's reserved types. DATA before HEADERS
+// is a caller's check.
+func notOnRequestStream(t uint64) bool {
+	switch t {
+	case frameSettings, frameGoAway, frameMaxPushID, frameCancelPush, framePushPromise:
+		return true
 	}
-	l, err := f.varint()
-	if err != nil {
-		return 0, nil, err
-	}
-	if l > uint64(max) {
-		return t, nil, errTooLarge
-	}
-	if err := f.fill(int(l)); err != nil {
-		return 0, nil, err
-	}
-	payload = append(payload[:0], f.buf[:l]...)
-	f.buf = f.buf[:copy(f.buf, f.buf[l:])]
-	return t, payload, nil
+	return reservedH2(t)
 }

@@ -36,13 +36,11 @@ type stream struct {
 	rb    reqBody
 	res   response
 
-	// The read buffer: the HEADERS frame, then body bytes; unread bytes
-	// are buf[r:w]. From package pool while the stream is served.
-	bp   *[]byte
-	buf  []byte
-	r, w int
-	read int64 // bytes read from the stream
-	eof  bool  // the stream's FIN was read
+	// The stream read through a buffer: the HEADERS frame, then body
+	// bytes. The buffer (bp) is from package pool while the stream is
+	// served.
+	in reader
+	bp *[]byte
 
 	finalSize atomic.Int64 // the stream's final size once known, or -1
 	onFinal   func(int64)  // sets finalSize, bound once
@@ -97,9 +95,9 @@ func (st *stream) Serve() {
 func (st *stream) release() {
 	if st.bp != nil {
 		pool.Put(st.bp)
-		st.bp, st.buf = nil, nil
+		st.bp = nil
 	}
-	st.r, st.w, st.read, st.eof = 0, 0, 0, false
+	st.in = reader{}
 	st.frameLeft, st.received, st.bodyErr, st.trailer, st.refused = 0, 0, nil, nil, false
 	clear(st.hdr)
 	clear(st.vals)
@@ -108,47 +106,41 @@ func (st *stream) release() {
 	st.req = st.blank
 }
 
-// fill reads more of the stream into the buffer.
-func (st *stream) fill() error {
-	if st.r > 0 && st.r == st.w {
-		st.r, st.w = 0, 0
+// fieldSection returns the payload of a HEADERS frame of l bytes (whose
+// header was read), in the buffer, at most MaxHeaderFrame.
+func (st *stream) fieldSection(l uint64) ([]byte, error) {
+	if l > MaxHeaderFrame {
+		return nil, errTooLarge
 	}
-	if st.w == len(st.buf) {
-		if st.r == 0 {
-			return errFrame // a frame header that does not fit: never for a valid one
-		}
-		st.w = copy(st.buf, st.buf[st.r:st.w])
-		st.r = 0
+	if err := st.need(int(l)); err != nil {
+		return nil, err
 	}
-	n, err := st.str.Read(st.buf[st.w:])
-	st.w += n
-	st.read += int64(n)
-	if err == io.EOF {
-		st.eof = true
-		return nil
-	}
-	return err
+	p := st.in.buf[st.in.r : st.in.r+int(l)]
+	st.in.r += int(l)
+	return p, nil
 }
 
-// need makes the buffer hold n unread bytes, growing it up to limit.
+// need makes the buffer hold n unread bytes, growing it (from the pool)
+// when it is smaller; callers bound n.
 func (st *stream) need(n int) error {
-	if n > len(st.buf) {
+	in := &st.in
+	if n > len(in.buf) {
 		bp := pool.Get(n)
 		b := *bp
-		st.w = copy(b, st.buf[st.r:st.w])
-		st.r = 0
+		in.w = copy(b, in.buf[in.r:in.w])
+		in.r = 0
 		pool.Put(st.bp)
-		st.bp, st.buf = bp, b
+		st.bp, in.buf = bp, b
 	}
-	for st.w-st.r < n {
-		if st.eof {
+	for in.w-in.r < n {
+		if in.eof {
 			return io.ErrUnexpectedEOF
 		}
-		if st.r+n > len(st.buf) {
-			st.w = copy(st.buf, st.buf[st.r:st.w])
-			st.r = 0
+		if in.r+n > len(in.buf) {
+			in.w = copy(in.buf, in.buf[in.r:in.w])
+			in.r = 0
 		}
-		if err := st.fill(); err != nil {
+		if err := in.fill(); err != nil {
 			return err
 		}
 	}
@@ -167,7 +159,7 @@ func (st *stream) cancel(code errCode) {
 func (st *stream) readRequest() bool {
 	c := st.c
 	st.bp = pool.Get(4 << 10)
-	st.buf = *st.bp
+	st.in = reader{src: st.str, buf: *st.bp}
 	st.str.SetReadDeadline(time.Now().Add(c.s.headerTimeout()))
 	payload, err := st.headersFrame()
 	st.str.SetReadDeadline(time.Time{})
@@ -225,63 +217,28 @@ var errUnexpectedFrame = errors.New("h3: unexpected frame")
 // headersFrame reads up to the request's HEADERS frame and returns its
 // payload, in the buffer; frames of unknown types before it are skipped.
 func (st *stream) headersFrame() ([]byte, error) {
-	skipped := 0
+	start := st.in.consumed()
 	for {
-		t, l, n := parseFrameHeader(st.buf[st.r:st.w])
-		if n == 0 {
-			if st.eof {
-				return nil, io.ErrUnexpectedEOF
-			}
-			if err := st.fill(); err != nil {
-				return nil, err
-			}
-			continue
-		}
+		t, l, err := st.in.header()
 		switch {
+		case err == io.EOF:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
 		case t == frameHeaders:
-			if l > MaxHeaderFrame {
-				return nil, errTooLarge
-			}
-			if err := st.need(n + int(l)); err != nil {
-				return nil, err
-			}
-			p := st.buf[st.r+n : st.r+n+int(l)]
-			st.r += n + int(l)
-			return p, nil
-		case t == frameData, t == frameSettings, t == frameGoAway, t == frameMaxPushID,
-			t == frameCancelPush, t == framePushPromise, reservedH2(t):
+			return st.fieldSection(l)
+		case t == frameData, notOnRequestStream(t):
 			return nil, errUnexpectedFrame
 		}
 		// An unknown type (reserved for greasing, or an extension): its
 		// payload is skipped, within the bound of a header frame.
-		skipped += n + int(l)
-		if skipped > MaxHeaderFrame {
+		if st.in.consumed()-start+int64(l) > MaxHeaderFrame {
 			return nil, errTooLarge
 		}
-		st.r += n
-		if err := st.skip(l); err != nil {
+		if err := st.in.skip(l); err != nil {
 			return nil, err
 		}
 	}
-}
-
-// skip discards l bytes of the stream.
-func (st *stream) skip(l uint64) error {
-	for l > 0 {
-		if st.r == st.w {
-			if st.eof {
-				return io.ErrUnexpectedEOF
-			}
-			if err := st.fill(); err != nil {
-				return err
-			}
-			continue
-		}
-		k := min(uint64(st.w-st.r), l)
-		st.r += int(k)
-		l -= k
-	}
-	return nil
 }
 
 // decodeSection decodes a field section into st.sec.
@@ -354,27 +311,26 @@ func (x *reqCtx) Value(key any) any           { return x.st.str.Context().Value(
 // which case the FIN is taken now (it waits in quic-go's queue: the read
 // does not block), so that the stream's receive side is done.
 func (st *stream) noBody() bool {
-	if st.r != st.w {
+	in := &st.in
+	if in.r != in.w {
 		return false
 	}
-	if st.eof {
+	if in.eof {
 		return true
 	}
 	st.finalSize.Store(-1)
 	st.str.SetReceiveFinalSizeCallback(st.onFinal)
 	st.str.SetReceiveFinalSizeCallback(nil)
-	if st.finalSize.Load() != st.read {
+	if st.finalSize.Load() != in.read {
 		return false
 	}
-	var one [1]byte
-	n, err := st.str.Read(one[:])
-	if n == 0 && err == io.EOF {
-		st.eof = true
-		return true
+	// The final size says nothing follows: the read takes the FIN that
+	// waits in quic-go's queue (in.r == in.w, so fill reads into an empty
+	// buffer and does not block).
+	if err := in.fill(); err != nil || !in.eof || in.r != in.w {
+		return false // not reached with a final size that matches; what came is the body's
 	}
-	// Not reached with a final size that matches; kept for the body.
-	st.w += copy(st.buf[st.w:], one[:n])
-	return false
+	return true
 }
 
 // answer sends a response of queue's own, with an empty body, to a
