@@ -11,12 +11,7 @@ import (
 // can keep their read loops inside a frame they have read; the function
 // it returns unlocks them.
 func HoldConns(s *Server) (unlock func()) {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.conns.List()
 	for _, c := range conns {
 		c.mu.Lock()
 	}
@@ -31,9 +26,7 @@ func HoldConns(s *Server) (unlock func()) {
 // its socket holds unread and whether the peer ended it (a FIN or a reset
 // came: TCP_CLOSE_WAIT or TCP_CLOSE).
 func SocketStates(s *Server) (unread []int, ended []bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
+	for _, c := range s.conns.List() {
 		if c.rd.raw == nil {
 			continue
 		}
@@ -56,9 +49,7 @@ func SocketStates(s *Server) (unread []int, ended []bool) {
 // fails (writer.loopLocked): closed, and its socket shut down. The
 // connections' mutexes must be held (HoldConns).
 func EndHeld(s *Server) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
+	for _, c := range s.conns.List() {
 		c.endLocked(errClosed)
 		c.rd.shutdown(c.nc)
 	}
@@ -67,10 +58,9 @@ func EndHeld(s *Server) {
 // WatchConns counts, in freed, the connections s serves now as the
 // garbage collector frees them.
 func WatchConns(s *Server, freed *atomic.Int32) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
+	conns := s.conns.List()
+	for _, c := range conns {
 		runtime.AddCleanup(c, func(*atomic.Int32) { freed.Add(1) }, freed)
 	}
-	return len(s.conns)
+	return len(conns)
 }

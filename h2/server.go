@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/conns"
 	"github.com/queue-dev/queue/internal/workers"
 )
 
@@ -32,10 +32,7 @@ type Server struct {
 	// (debug). nil discards.
 	Logger *slog.Logger
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	shutdown atomic.Bool
-	drained  chan struct{} // closed when conns empties after Shutdown began
+	conns conns.Set[*conn]
 
 	glitches     atomic.Uint64 // counted by every connection (Glitches)
 	glitchCloses atomic.Uint64 // connections closed past MaxGlitches
@@ -88,33 +85,12 @@ var discard = slog.New(slog.DiscardHandler)
 // It runs the connection's read loop on the calling goroutine.
 func (s *Server) ServeConn(nc net.Conn, opts *ConnOptions) {
 	c := newConn(s, nc)
-	if !s.track(c, true) {
+	if !s.conns.Add(c, 0) {
 		nc.Close()
 		return
 	}
-	defer s.track(c, false)
+	defer s.conns.Remove(c)
 	c.serve(opts)
-}
-
-func (s *Server) track(c *conn, add bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if add {
-		if s.shutdown.Load() {
-			return false
-		}
-		if s.conns == nil {
-			s.conns = make(map[*conn]struct{})
-		}
-		s.conns[c] = struct{}{}
-		return true
-	}
-	delete(s.conns, c)
-	if len(s.conns) == 0 && s.drained != nil {
-		close(s.drained)
-		s.drained = nil
-	}
-	return true
 }
 
 // Shutdown drains every connection: GOAWAY, in two steps (RFC 9113
@@ -123,19 +99,7 @@ func (s *Server) track(c *conn, add bool) bool {
 // it has none left. It returns when all have closed, or, once ctx is done,
 // closes what is left and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.shutdown.Store(true)
-	done := make(chan struct{})
-	if len(s.conns) == 0 {
-		close(done)
-	} else {
-		s.drained = done
-	}
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns, done := s.conns.Shutdown()
 	for _, c := range conns {
 		c.drain()
 	}
@@ -150,14 +114,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes every connection at once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.shutdown.Store(true)
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.conns.Close() {
 		c.nc.Close()
 	}
 	s.workers.StopIdle()

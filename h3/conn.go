@@ -53,7 +53,7 @@ func newConn(s *Server, qc *quic.Conn) *conn {
 
 // serve runs the connection until it closes.
 func (c *conn) serve() {
-	defer c.s.track(c, false)
+	defer c.s.conns.Remove(c)
 	defer c.close(errNoError)
 	ctrl, err := c.qc.OpenUniStream()
 	if err != nil {
@@ -67,7 +67,7 @@ func (c *conn) serve() {
 	}
 	go c.acceptUni()
 	go c.sendLoop()
-	if c.s.shutdown.Load() {
+	if c.s.conns.ShuttingDown() {
 		c.drain()
 	}
 	for {

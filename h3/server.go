@@ -17,6 +17,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/queue-dev/queue/internal/clock"
+	"github.com/queue-dev/queue/internal/conns"
 	"github.com/queue-dev/queue/internal/peer"
 	"github.com/queue-dev/queue/internal/workers"
 )
@@ -45,12 +46,10 @@ type Server struct {
 	// (debug). nil discards.
 	Logger *slog.Logger
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	tr       *quic.Transport
-	ln       *quic.Listener
-	shutdown atomic.Bool
-	drained  chan struct{} // closed when conns empties after Shutdown began
+	conns conns.Set[*conn]
+	mu    sync.Mutex // for tr and ln
+	tr    *quic.Transport
+	ln    *quic.Listener
 
 	glitches     atomic.Uint64
 	glitchCloses atomic.Uint64
@@ -68,10 +67,12 @@ func (s *Server) Glitches() (glitches, closed uint64) {
 
 func (s *Server) logger() *slog.Logger {
 	if s.Logger == nil {
-		return slog.New(slog.DiscardHandler)
+		return discard
 	}
 	return s.Logger
 }
+
+var discard = slog.New(slog.DiscardHandler)
 
 // Serve serves HTTP/3 on pc, with tlsConfig's certificates (ALPN h3, TLS
 // 1.3) until Shutdown or Close, which close pc.
@@ -98,7 +99,7 @@ func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
 		return err
 	}
 	s.mu.Lock()
-	if s.shutdown.Load() {
+	if s.conns.ShuttingDown() {
 		s.mu.Unlock()
 		ln.Close()
 		tr.Close()
@@ -109,13 +110,13 @@ func (s *Server) Serve(pc net.PacketConn, tlsConfig *tls.Config) error {
 	for {
 		qc, err := ln.Accept(context.Background())
 		if err != nil {
-			if s.shutdown.Load() {
+			if s.conns.ShuttingDown() {
 				return http.ErrServerClosed
 			}
 			return err
 		}
 		c := newConn(s, qc)
-		if !s.track(c, true) {
+		if !s.conns.Add(c, s.MaxConns) {
 			qc.CloseWithError(quic.ApplicationErrorCode(errExcessiveLoad), "")
 			continue
 		}
@@ -191,45 +192,12 @@ func (s *Server) headerTimeout() time.Duration {
 	return clock.DefaultReadHeaderTimeout
 }
 
-// track adds or removes c. It refuses a connection past MaxConns, or
-// after Shutdown began.
-func (s *Server) track(c *conn, add bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if add {
-		if s.shutdown.Load() || s.MaxConns > 0 && len(s.conns) >= s.MaxConns {
-			return false
-		}
-		if s.conns == nil {
-			s.conns = make(map[*conn]struct{})
-		}
-		s.conns[c] = struct{}{}
-		return true
-	}
-	delete(s.conns, c)
-	if len(s.conns) == 0 && s.drained != nil {
-		close(s.drained)
-		s.drained = nil
-	}
-	return true
-}
-
 // Shutdown stops accepting connections, sends GOAWAY on every connection
 // and waits for their requests in flight, then closes the socket. When
 // ctx is done first, it closes what is left (Close) and returns ctx.Err.
 func (s *Server) Shutdown(ctx context.Context) error {
+	conns, done := s.conns.Shutdown()
 	s.mu.Lock()
-	s.shutdown.Store(true)
-	done := make(chan struct{})
-	if len(s.conns) == 0 {
-		close(done)
-	} else {
-		s.drained = done
-	}
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
 	ln := s.ln
 	s.mu.Unlock()
 	if ln != nil {
@@ -250,14 +218,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes every connection and the socket at once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.shutdown.Store(true)
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.conns.Close() {
 		c.qc.CloseWithError(quic.ApplicationErrorCode(errNoError), "")
 	}
 	s.closeTransport()

@@ -23,7 +23,7 @@ import (
 func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/queue-dev/queue/"
-	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/hpackw", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool", "internal/workers"}
+	basement := []string{"internal/clock", "internal/engine", "internal/gostack", "internal/hpackw", "internal/httpsem", "internal/netio", "internal/panics", "internal/peer", "internal/pool", "internal/workers", "internal/conns"}
 	// quic is what quic-go links: its QUIC transport, QPACK's static table,
 	// and the x/ packages it needs (ChaCha20-Poly1305, UDP batching).
 	quic := []string{"github.com/quic-go/", "golang.org/x/crypto/", "golang.org/x/net/", "golang.org/x/sys/", "golang.org/x/text/"}
@@ -77,6 +77,8 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/panics":  {},
 		"internal/peer":    {},
 		"internal/pool":    {},
+		// conns is the multiplexing engines' set of open connections.
+		"internal/conns": {},
 		// workers runs the multiplexing engines' handlers (h2, h3).
 		"internal/workers": {own: []string{"internal/gostack"}},
 		// testnet is the tests' network helpers; only tests import it.
