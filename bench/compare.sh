@@ -246,18 +246,6 @@ SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/queue-bench.XXXXXX")
 STARTED=() # PIDs of the process trees we started and have not reaped
 
 # --- processes ---------------------------------------------------------------
-forget() {
-  local p keep=()
-  for p in "${STARTED[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
-  STARTED=("${keep[@]}")
-}
-
-stop() { # PID: stop_tree (peers.sh), then forget it
-  [[ -n "${1:-}" ]] || return 0
-  stop_tree "$1"
-  forget "$1"
-}
-
 cleanup() {
   local p
   for p in "${STARTED[@]}"; do stop "$p"; done
@@ -266,25 +254,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-ticks() { # PID: user+system clock ticks of its tree
-  local t=0 p line f
-  for p in $(tree "${1:-}"); do
-    line=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    read -ra f <<<"${line##*) }"
-    t=$((t + f[11] + f[12]))
-  done
-  echo "$t"
-}
-
-rss() { # PID: resident kB of its tree
-  local r=0 p v
-  for p in $(tree "${1:-}"); do
-    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
-    r=$((r + ${v:-0}))
-  done
-  echo "$r"
-}
 
 ready() { # addr pid: wait (<= 15 s) until GET /1k through addr answers 200
   local i

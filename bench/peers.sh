@@ -1,6 +1,7 @@
 # peers.sh - the nginx and HAProxy peers of the benchmarks, sourced by
-# bench/compare.sh and bench/sidecar.sh so that both run the same
-# configuration of each (bench/README.md describes them).
+# bench/compare.sh, bench/sidecar.sh and bench/h3.sh so that they run the
+# same configuration of each (bench/README.md describes them), and the
+# process helpers the three share.
 #
 # nginx_conf DIR and haproxy_conf DIR write the peer's configuration into DIR
 # (a scratch folder that also holds its pid, logs and temporary files) from
@@ -16,7 +17,10 @@
 # `bash -c` with BENCH_TMP (the DIR above) exported, from that folder.
 #
 # tree PID lists a process and its descendants; stop_tree PID ends them
-# (TERM, then KILL after 5 s) and reaps PID, a child of the caller's shell.
+# (TERM, then KILL after 5 s) and reaps PID, a child of the caller's shell;
+# stop PID does so and drops PID from the caller's STARTED array. ticks PID
+# and rss PID are the user+system clock ticks and the resident kB of a
+# process tree.
 # http_status ADDR PATH is the status of one GET (or nothing); port_open ADDR
 # reports whether something accepts on ADDR.
 
@@ -59,6 +63,33 @@ stop_tree() { # PID: TERM its tree, KILL what is left after 5 s, reap it
     kill -KILL $pids 2>/dev/null || true
   fi
   wait "$1" 2>/dev/null || true
+}
+
+stop() { # PID: stop_tree, then drop it from the caller's STARTED
+  local p keep=()
+  [[ -n "${1:-}" ]] || return 0
+  stop_tree "$1"
+  for p in "${STARTED[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
+  STARTED=("${keep[@]}")
+}
+
+ticks() { # PID: user+system clock ticks of its tree
+  local t=0 p line f
+  for p in $(tree "${1:-}"); do
+    line=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    read -ra f <<<"${line##*) }"
+    t=$((t + f[11] + f[12]))
+  done
+  echo "$t"
+}
+
+rss() { # PID: resident kB of its tree
+  local r=0 p v
+  for p in $(tree "${1:-}"); do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
+    r=$((r + ${v:-0}))
+  done
+  echo "$r"
 }
 
 nginx_conf() { # dir: one worker, a keep-alive upstream pool, no logs, all in dir

@@ -159,14 +159,6 @@ CGROUPS=() # names of the cgroups we made and have not removed
 CGROUP_PREFIX=queue-sidecar-$$
 
 # --- processes ---------------------------------------------------------------
-stop() { # PID: stop_tree (peers.sh), then drop it from STARTED
-  local p keep=()
-  [[ -n "${1:-}" ]] || return 0
-  stop_tree "$1"
-  for p in "${STARTED[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
-  STARTED=("${keep[@]}")
-}
-
 cg_create() { # name [quota-milli]: make a cgroup of ours
   "$SC" create -cgroup "$CGROUP_PREFIX-$1" -quota-milli "${2:-0}" || return 1
   CGROUPS+=("$1")
