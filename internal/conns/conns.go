@@ -51,17 +51,21 @@ func (s *Set[C]) ShuttingDown() bool {
 
 // Shutdown refuses new connections from now on and returns those open,
 // and a channel closed once none of them is left (at once when none is).
+// A second call while connections are left returns the first one's
+// channel, so that no caller waits on a channel nobody closes.
 func (s *Set[C]) Shutdown() ([]C, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shutdown = true
-	done := make(chan struct{})
 	if len(s.conns) == 0 {
+		done := make(chan struct{})
 		close(done)
-	} else {
-		s.drained = done
+		return s.list(), done
 	}
-	return s.list(), done
+	if s.drained == nil {
+		s.drained = make(chan struct{})
+	}
+	return s.list(), s.drained
 }
 
 // Close refuses new connections from now on and returns those open.
