@@ -29,8 +29,18 @@ type ChunkDecoder struct {
 	Lax bool
 
 	left  int64 // bytes of data left in the current chunk
+	extra int64 // extension bytes beyond their allowance so far (maxChunkExtra)
 	state chunkState
 }
+
+// maxChunkExtra bounds the chunk extensions of a body, which a reader
+// reads for nothing: each size line may carry 16 bytes of them, and one
+// more per data byte of its chunk; past that, a body may carry
+// maxChunkExtra bytes in all. Without it a hostile sender could make
+// queue read a line of extensions, nearly a buffer long, for every data
+// byte (net/http bounds the same overhead since CVE-2023-39326). Only
+// lines with extensions or whitespace are counted: they take the slow path.
+const maxChunkExtra = 16 << 10
 
 type chunkState uint8
 
@@ -166,6 +176,10 @@ func (d *ChunkDecoder) Decode(dst, src []byte) (n, used int, err error) {
 				if size, ok = parseChunkSize(line, d.Lax); !ok {
 					d.left, d.state = left, state
 					return n, used, fmt.Errorf("%w: chunk size", errChunk)
+				}
+				if d.extra = max(0, d.extra+int64(len(line))-16-min(size, maxChunkExtra)); d.extra > maxChunkExtra {
+					d.left, d.state = left, state
+					return n, used, fmt.Errorf("%w: chunk extensions over %d bytes", errChunk, maxChunkExtra)
 				}
 				used += j + 1
 			}

@@ -194,11 +194,19 @@ func (c *conn) serve() {
 	}
 }
 
-// lingerTime bounds how long a connection closing under a client that may
-// still be sending is read and drained (lingerClose): the last response
-// has reached a client on loopback or a pod network long before, and a
-// client cannot hold the connection longer by sending on.
-const lingerTime = time.Second
+// lingerTime and lingerBytes bound how long, and how much of, what a
+// client still sends on a closing connection is read and dropped
+// (lingerClose): the last response has reached a client on loopback or a
+// pod network long before either runs out, and a client cannot make
+// queue read on by sending more, fast or slow. Without the byte bound a
+// client that sends one chunk-size line of 64 MiB of extension characters
+// had its 400 at the first buffer and then all 64 MiB read within the
+// second (TestLingerBounded); net/http reads at most 256 KiB of a body its
+// handler left unread.
+const (
+	lingerTime  = time.Second
+	lingerBytes = 256 << 10
+)
 
 // lingerClose is the first half of closing a connection whose client may
 // still be sending (a refused request with more bytes behind it, a body
@@ -208,8 +216,9 @@ const lingerTime = time.Second
 // in stages; nginx's lingering_close, net/http's closeWriteAndWait). So
 // the writing side is shut down first (the client reads the response, then
 // end of file), and what the client still sends is read and dropped until
-// it closes, or for lingerTime at most; closeConn follows. Server.Shutdown
-// and Close end it sooner: the connection is idle, serving nothing more.
+// it closes, for lingerTime or lingerBytes at most; closeConn follows (a
+// client still sending then gets a reset). Server.Shutdown and Close end it
+// sooner: the connection is idle, serving nothing more.
 func (c *conn) lingerClose() {
 	c.releaseRead()
 	tc, ok := c.closer.Conn.(*net.TCPConn) // under TLS too: the socket itself
@@ -225,10 +234,12 @@ func (c *conn) lingerClose() {
 	tc.SetReadDeadline(time.Now().Add(lingerTime))
 	buf := pool.Get(bufSize)
 	defer pool.Put(buf)
-	for {
-		if _, err := tc.Read(*buf); err != nil {
+	for read := 0; read < lingerBytes; {
+		n, err := tc.Read(*buf)
+		if err != nil {
 			return
 		}
+		read += n
 	}
 }
 

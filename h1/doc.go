@@ -45,7 +45,8 @@
 // request refused, a body left unread) is closed in stages, as RFC 9112
 // section 9.6 asks: the sending side is shut down after the answer, and
 // what the client still sends is read and dropped until it closes, for a
-// second at most (lingerClose), so that the answer is not lost to a reset.
+// second and 256 KiB at most (lingerClose), so that the answer is not lost
+// to a reset while a client sending on cannot keep queue reading.
 //
 // A client that closes its connection while its request is in a handler is
 // noticed by one watcher per server, a timer armed only while requests
