@@ -1,8 +1,6 @@
 module github.com/queue-dev/queue
 
-go 1.26.0
-
-toolchain go1.27.3
+go 1.27.3
 
 require (
 	github.com/coder/websocket v1.8.15

@@ -1,6 +1,6 @@
 module github.com/queue-dev/queue/deploy
 
-go 1.26.0
+go 1.27.3
 
 require (
 	k8s.io/api v0.37.2

@@ -1,6 +1,6 @@
 module github.com/queue-dev/queue/knativetest
 
-go 1.26.0
+go 1.27.3
 
 require (
 	go.opentelemetry.io/proto/otlp v1.10.0
