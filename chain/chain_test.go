@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/queue-dev/queue/stats"
 )
 
+// TestNewRequiresProxy: a chain without a Proxy is a configuration error.
 func TestNewRequiresProxy(t *testing.T) {
 	t.Parallel()
 	h, err := chain.New(chain.Config{Drain: drain.New(drain.Config{}), Stats: stats.New(stats.Config{})})
@@ -54,6 +56,24 @@ func serve(t *testing.T, cfg chain.Config) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// client is srv's client with a timeout: a request that is never answered
+// fails the test instead of hanging it.
+func client(srv *httptest.Server) *http.Client {
+	return &http.Client{Transport: srv.Client().Transport, Timeout: 30 * time.Second}
+}
+
+// recv receives from ch within 30 s.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30 s", what)
+		panic("unreachable")
+	}
 }
 
 // TestOrder checks the composition in request order by what each layer
@@ -114,7 +134,7 @@ func TestOrder(t *testing.T) {
 			for k, v := range tt.header {
 				req.Header.Set(k, v)
 			}
-			res, err := srv.Client().Do(req)
+			res, err := client(srv).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,6 +173,8 @@ func TestOneOfThree(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{}, 3)
 	unblock := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(unblock) }) }
 	p := newProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-unblock
@@ -164,6 +186,7 @@ func TestOneOfThree(t *testing.T) {
 	}
 	st := stats.New(stats.Config{})
 	srv := serve(t, chain.Config{Drain: drain.New(drain.Config{}), Stats: st, Limiter: l, Proxy: p})
+	t.Cleanup(release) // first: the servers' Close waits for their handlers
 
 	type result struct {
 		code  int
@@ -175,7 +198,7 @@ func TestOneOfThree(t *testing.T) {
 	results := make(chan result, 3)
 	for range 3 {
 		go func() {
-			resp, err := srv.Client().Get(srv.URL)
+			resp, err := client(srv).Get(srv.URL)
 			if err != nil {
 				results <- result{err: err}
 				return
@@ -187,8 +210,8 @@ func TestOneOfThree(t *testing.T) {
 	}
 
 	// Nothing can finish before unblock but the refused request.
-	<-entered
-	first := <-results
+	recv(t, entered, "request at the upstream")
+	first := recv(t, results, "first response")
 	if first.err != nil {
 		t.Fatal(first.err)
 	}
@@ -210,9 +233,9 @@ func TestOneOfThree(t *testing.T) {
 		t.Errorf("stats Active() = %d, want %d", got, want)
 	}
 
-	close(unblock)
+	release()
 	for range 2 {
-		r := <-results
+		r := recv(t, results, "response")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}

@@ -14,6 +14,9 @@ import (
 	"github.com/queue-dev/queue/drain"
 )
 
+// TestIsProbe: a probe is a request from the kubelet (User-Agent
+// kube-probe/...), from Knative's activator or autoscaler (their probe
+// User-Agents), or any request carrying K-Network-Probe.
 func TestIsProbe(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -45,6 +48,9 @@ func TestIsProbe(t *testing.T) {
 	}
 }
 
+// TestHandler: a request that is not a probe goes to the next handler,
+// ready or not; a probe is answered by the drain layer itself, 200 when
+// ready, 503 when not, 400 for a K-Network-Probe value it does not know.
 func TestHandler(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -177,6 +183,11 @@ func (tt probeCase) run(t *testing.T, serve func(*drain.Drainer) http.HandlerFun
 	}
 }
 
+// TestServeProbe: a probe is answered 200 "queue" when the upstream is
+// ready (or no readiness is configured) and the drain has not started, else
+// 503; a network probe ("probe") is answered 200 with its K-Network-Hash
+// echoed whatever the readiness, and 400 without a hash or with a value it
+// does not know.
 func TestServeProbe(t *testing.T) {
 	t.Parallel()
 	kube := http.Header{"User-Agent": {"kube-probe/1.30"}}
@@ -202,6 +213,9 @@ func TestServeProbe(t *testing.T) {
 	}
 }
 
+// TestServeReady: the readiness endpoint answers 200 "queue" when the
+// upstream is ready (or no readiness is configured) and the drain has not
+// started, else 503.
 func TestServeReady(t *testing.T) {
 	t.Parallel()
 	tests := []probeCase{
@@ -219,6 +233,8 @@ func TestServeReady(t *testing.T) {
 	}
 }
 
+// TestStart: a Drainer is ready until Start, which closes Started; Start
+// and Finish may each be called twice.
 func TestStart(t *testing.T) {
 	t.Parallel()
 	d := drain.New(drain.Config{})
@@ -244,6 +260,13 @@ func TestStart(t *testing.T) {
 	d.Finish() // a second call must not panic
 }
 
+// TestWaitQuiet, on testing/synctest's clock: WaitQuiet returns once the
+// drain has started and the quiet period has passed since the start or the
+// last request that is not a probe (requests before the start do not
+// count), at once on Start(true), at the start with no quiet period, and
+// with the context's error when the context ends first; it has not
+// returned before any event of a case's timeline, and returns within the
+// bounds the case gives.
 func TestWaitQuiet(t *testing.T) {
 	t.Parallel()
 	const never = -1
@@ -338,6 +361,10 @@ func TestWaitQuiet(t *testing.T) {
 	}
 }
 
+// TestServeWaitForDrain, on testing/synctest's clock: /wait-for-drain
+// answers 200 after its grace (a second by default) when no drain starts
+// within it, or once a started drain finishes; a request whose context
+// ends first gets nothing written. It returns exactly then, not before.
 func TestServeWaitForDrain(t *testing.T) {
 	t.Parallel()
 	const never = -1
@@ -426,6 +453,9 @@ func TestServeWaitForDrain(t *testing.T) {
 	}
 }
 
+// TestServeWaitForDrainBlocksUntilFinish, on testing/synctest's clock: once
+// a drain has started, /wait-for-drain waits for Finish however long it
+// takes, and answers 200 at once then.
 func TestServeWaitForDrainBlocksUntilFinish(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

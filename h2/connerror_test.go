@@ -3,6 +3,7 @@
 package h2_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,14 +19,16 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/h2"
-	"github.com/queue-dev/queue/internal/testnet"
 	"golang.org/x/net/http2"
 )
 
 // lingerBound is how long after its GOAWAY a connection closed in error may
-// stay open: the server's linger (a second), with slack for the race
-// detector on a busy machine.
-const lingerBound = 2 * time.Second
+// stay open: the server's linger is a second, and the rest is room for a
+// machine many times slower than a developer's, under the race detector.
+// What the bound tells apart is a linger that the client's writes would
+// make last: the client goes on writing for longer than lingerBound
+// (junkUntil), so that such a linger would not end within it.
+const lingerBound = 10 * time.Second
 
 // tlsConfig returns a server configuration with a fresh self-signed
 // certificate, offering h2.
@@ -85,17 +88,56 @@ func (ts *testServer) dial(t *testing.T, tlsOn bool) *rawClient {
 		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
 			t.Fatalf("ALPN %q, want h2", p)
 		}
-		rc.nc = tc
-		rc.fr = http2.NewFramer(&rc.wbuf, tc)
-		rc.fr.AllowIllegalWrites = true
+		rc.setConn(tc)
 	}
 	return rc
 }
 
+// junkUntil writes junk to nc from its own goroutine, 4 KiB every 5 ms,
+// until a write fails or until, and sends when a write failed (the server
+// closed the connection), or the zero time if none did: a client that goes
+// on sending whatever the server answered. Its writes are bounded by until
+// and nothing else.
+func junkUntil(nc net.Conn, until time.Time) <-chan time.Time {
+	failed := make(chan time.Time, 1)
+	nc.SetWriteDeadline(until)
+	go func() {
+		junk := bytes.Repeat([]byte{0xff}, 4<<10)
+		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
+		defer tick.Stop()
+		for time.Now().Before(until) {
+			if _, err := nc.Write(junk); err != nil {
+				if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+					break // until came: the server never closed
+				}
+				failed <- time.Now()
+				return
+			}
+			<-tick.C
+		}
+		failed <- time.Time{}
+	}()
+	return failed
+}
+
+// recvBy receives from ch until deadline; false if nothing came by then.
+func recvBy[T any](ch <-chan T, deadline time.Time) (T, bool) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-timer.C:
+		var zero T
+		return zero, false
+	}
+}
+
 // TestConnErrorCloses: a connection error is answered with GOAWAY and its
 // code, after which the client reads the end of the connection (not a
-// reset), and the server closes the socket within its linger however much
-// the client goes on writing. One case for each way a connection error is
+// reset), and the server closes the socket within its linger (lingerBound)
+// however much the client goes on writing: the client's writes fail, and
+// ServeConn returns. One case for each way a connection error is
 // found: a frame header alone (a first frame that is not SETTINGS, whose
 // payload never comes; a frame over MaxFrameSize, header only), a frame's
 // payload (a header block HPACK cannot decode), and the glitch budget
@@ -166,7 +208,9 @@ func TestConnErrorCloses(t *testing.T) {
 				if ga.ErrCode != tc.code {
 					t.Errorf("GOAWAY %v, want %v", ga.ErrCode, tc.code)
 				}
-				failed := testnet.Junk(rc.nc)
+				// The client writes for longer than the bound: a server that
+				// lingered while the client writes would not close within it.
+				failed := junkUntil(rc.nc, at.Add(lingerBound+time.Second))
 				// The server's side is shut after its GOAWAY: the client
 				// reads the end of the connection, not a reset.
 				for {
@@ -180,14 +224,19 @@ func TestConnErrorCloses(t *testing.T) {
 					}
 					break
 				}
-				end := waitFor(t, done, "ServeConn to return")
-				if d := end.Sub(at); d > lingerBound {
-					t.Errorf("ServeConn returned %v after the GOAWAY, want within %v", d, lingerBound)
+				if end, ok := recvBy(done, at.Add(lingerBound)); !ok {
+					t.Errorf("ServeConn still running %v after the GOAWAY, want it returned within its linger", lingerBound)
+				} else {
+					t.Logf("ServeConn returned %v after the GOAWAY", end.Sub(at))
 				}
-				if f := waitFor(t, failed, "the junk writer"); f.IsZero() {
+				f, ok := recvBy(failed, at.Add(lingerBound+time.Second+failAfter))
+				switch {
+				case !ok:
+					t.Errorf("the junk writer did not stop")
+				case f.IsZero():
 					t.Errorf("the client's writes never failed: the server did not close the connection")
-				} else if d := f.Sub(at); d > lingerBound {
-					t.Errorf("the client's writes failed %v after the GOAWAY, want within %v", d, lingerBound)
+				case f.Sub(at) > lingerBound:
+					t.Errorf("the client's writes failed %v after the GOAWAY, want within %v", f.Sub(at), lingerBound)
 				}
 			})
 		}

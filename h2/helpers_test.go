@@ -30,6 +30,11 @@ import (
 // never waited out by a passing test.
 const failAfter = 5 * time.Second
 
+// connLife bounds the whole life of a raw client's connection, on top of
+// failAfter for each of its reads and writes: a server that never stops
+// sending cannot keep a test reading for ever.
+const connLife = 2 * time.Minute
+
 // testServer serves h2.Server on a loopback listener: its accept loop hands
 // each connection to serve (ServeConn with prior knowledge by default).
 type testServer struct {
@@ -120,10 +125,13 @@ type rawClient struct {
 	// sendWindow is the connection's window for DATA to the server, as
 	// the frames read so far set it.
 	sendWindow int64
+	// end is when the connection's life (connLife) ends.
+	end time.Time
 }
 
 // dialRaw connects to ts; every read and write on the connection is
-// bounded by failAfter.
+// bounded by failAfter (each one: a test that reads or writes much is
+// not failed by a slow machine), and the whole by connLife.
 func (ts *testServer) dialRaw(t *testing.T) *rawClient {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", ts.addr, failAfter)
@@ -131,13 +139,38 @@ func (ts *testServer) dialRaw(t *testing.T) *rawClient {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(failAfter))
-	rc := &rawClient{t: t, nc: nc, sendWindow: 65535}
-	rc.fr = http2.NewFramer(&rc.wbuf, nc)
-	rc.fr.AllowIllegalWrites = true
-	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc := &rawClient{t: t, nc: nc, sendWindow: 65535, end: time.Now().Add(connLife)}
+	nc.SetDeadline(rc.deadline()) // for a write of the test's own on nc
+	rc.setConn(nc)
 	rc.enc = hpack.NewEncoder(&rc.hbuf)
 	return rc
+}
+
+// setConn makes nc the connection rc speaks on: its Framer reads from nc,
+// each read under a deadline of its own, and flush writes to it.
+func (rc *rawClient) setConn(nc net.Conn) {
+	rc.nc = nc
+	rc.fr = http2.NewFramer(&rc.wbuf, &boundedReader{rc: rc})
+	rc.fr.AllowIllegalWrites = true
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+}
+
+// deadline is the deadline of rc's next read or write: failAfter from
+// now, within the connection's life.
+func (rc *rawClient) deadline() time.Time {
+	d := time.Now().Add(failAfter)
+	if d.After(rc.end) {
+		return rc.end
+	}
+	return d
+}
+
+// boundedReader reads rc's connection, each Read bounded by rc.deadline.
+type boundedReader struct{ rc *rawClient }
+
+func (r *boundedReader) Read(p []byte) (int, error) {
+	r.rc.nc.SetReadDeadline(r.rc.deadline())
+	return r.rc.nc.Read(p)
 }
 
 // flush writes the frames queued by the Framer, unless in a batch.
@@ -146,6 +179,7 @@ func (rc *rawClient) flush() {
 	if rc.hold || rc.wbuf.Len() == 0 {
 		return
 	}
+	rc.nc.SetWriteDeadline(rc.deadline())
 	if _, err := rc.nc.Write(rc.wbuf.Bytes()); err != nil {
 		rc.t.Fatalf("%swrite: %v", rc.notePrefix(), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // TestStreamCtxNotify: a stream context's notify channel gets a value at
@@ -61,6 +62,10 @@ func TestPayload(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
+	// A read that waits for bytes that never come (or a write for a
+	// reader) fails at the deadline rather than hanging the test.
+	a.SetDeadline(time.Now().Add(10 * time.Second))
+	b.SetDeadline(time.Now().Add(10 * time.Second))
 	var r connReader
 	r.init(a, nil)
 	go func() {

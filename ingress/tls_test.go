@@ -88,6 +88,10 @@ func newTestReloader(t *testing.T) (dir string, c *CertReloader, clock *fakeCloc
 func handshake(t *testing.T, c *CertReloader) string {
 	t.Helper()
 	cc, sc := net.Pipe()
+	// A handshake that stalls fails at the deadline rather than hanging.
+	deadline := time.Now().Add(10 * time.Second)
+	cc.SetDeadline(deadline)
+	sc.SetDeadline(deadline)
 	srv := tls.Server(sc, c.TLSConfig(0))
 	done := make(chan error, 1)
 	go func() { done <- srv.Handshake(); sc.Close() }()
@@ -127,11 +131,18 @@ func TestCertReloadOnHandshake(t *testing.T) {
 		{name: "a good pair after a broken one", at: 10*certCheckPeriod + 1, write: "three", want: "two", wantRejected: 1},
 		{name: "is read an hour later", at: time.Hour, want: "three", wantRejected: 1},
 	}
+	rejected := 0 // as the step before left it
 	for _, st := range steps {
 		if st.write != "" {
 			writePair(t, dir, st.write)
 		}
 		clock.set(st.at)
+		// Nothing is read between handshakes: a broken pair is not seen,
+		// and not logged, before the next one.
+		if got := strings.Count(logs.String(), "new certificate pair rejected"); got != rejected {
+			t.Errorf("%s: %d rejections logged before the handshake, want %d", st.name, got, rejected)
+		}
+		rejected = st.wantRejected
 		if got := handshake(t, c); got != st.want {
 			t.Errorf("%s: served %q at %v, want %q", st.name, got, st.at, st.want)
 		}

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -50,6 +51,7 @@ type grpcCollector struct {
 	traces  []*collectortracepb.ExportTraceServiceRequest
 	metrics []*collectormetricspb.ExportMetricsServiceRequest
 	md      []metadata.MD
+	left    []time.Duration // each call's time left to the deadline grpc-go read from grpc-timeout; -1: none
 	calls   int
 }
 
@@ -58,6 +60,11 @@ func (c *grpcCollector) answer(ctx context.Context) error {
 	defer c.mu.Unlock()
 	md, _ := metadata.FromIncomingContext(ctx)
 	c.md = append(c.md, md)
+	left := time.Duration(-1)
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	c.left = append(c.left, left)
 	i := c.calls
 	c.calls++
 	if len(c.errs) == 0 {
@@ -213,6 +220,11 @@ func TestGRPCExport(t *testing.T) {
 			if !bytes.Equal(again, body) {
 				t.Errorf("the collector decoded another message")
 			}
+			// grpc-go makes the call's deadline from grpc-timeout: the
+			// exporter's timeout, less the time the call took to arrive.
+			if left := c.left[0]; left <= 0 || left > e.timeout {
+				t.Errorf("the collector's call had %v left to its deadline, want a deadline within the export timeout %v", left, e.timeout)
+			}
 			md := c.md[0]
 			if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer x" {
 				t.Errorf("authorization metadata %q", got)
@@ -345,19 +357,60 @@ func TestGRPCNotGRPC(t *testing.T) {
 	}
 }
 
+// parseGRPCTimeout parses a grpc-timeout value as the gRPC over HTTP/2
+// protocol defines it: TimeoutValue, a positive integer of at most 8
+// digits, then TimeoutUnit, one of H M S m u n. It returns the duration
+// and the unit's.
+func parseGRPCTimeout(s string) (d, unit time.Duration, err error) {
+	units := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
+		'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}
+	if len(s) < 2 || len(s) > 9 {
+		return 0, 0, fmt.Errorf("%q: want 1 to 8 digits and a unit", s)
+	}
+	unit, ok := units[s[len(s)-1]]
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: unit %q, want one of H M S m u n", s, s[len(s)-1])
+	}
+	var n int64
+	for _, c := range []byte(s[:len(s)-1]) {
+		if c < '0' || c > '9' {
+			return 0, 0, fmt.Errorf("%q: want digits before the unit", s)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%q: want a positive value", s)
+	}
+	return time.Duration(n) * unit, unit, nil
+}
+
+// TestGRPCTimeout: grpcTimeout writes a grpc-timeout value the protocol
+// accepts (a positive value of at most 8 digits, and a unit) that a
+// receiver reads as the time left, to within the unit it chose; a deadline
+// already passed, or under the smallest unit, is still a positive value
+// (the protocol has no zero), within a unit of none. Which unit is the
+// writer's choice: the value is parsed, not compared with a string.
 func TestGRPCTimeout(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{10 * time.Second, "10000m"},
-		{0, "1m"},
-		{500 * time.Microsecond, "1m"},
-		{100000 * time.Second, "100000S"},
+	for _, d := range []time.Duration{
+		10 * time.Second,
+		0,
+		-time.Second,
+		500 * time.Microsecond,
+		1500 * time.Microsecond,
+		99999999 * time.Millisecond, // 8 digits of milliseconds
+		100000000 * time.Millisecond,
+		100000 * time.Second,
+		365 * 24 * time.Hour,
 	} {
-		if got := grpcTimeout(tt.d); got != tt.want {
-			t.Errorf("grpcTimeout(%v) = %q, want %q", tt.d, got, tt.want)
+		got := grpcTimeout(d)
+		parsed, unit, err := parseGRPCTimeout(got)
+		if err != nil {
+			t.Errorf("grpcTimeout(%v) = %v", d, err)
+			continue
+		}
+		if want := max(d, 0); parsed < want-unit || parsed > want+unit {
+			t.Errorf("grpcTimeout(%v) = %q, read as %v: want %v to within its unit (%v)", d, got, parsed, want, unit)
 		}
 	}
 }

@@ -107,7 +107,12 @@ func TestMetricsRequestLarge(t *testing.T) {
 		if err := proto.Unmarshal(r.Bytes(), &got); err != nil {
 			t.Fatalf("%d: proto.Unmarshal: %v", n, err)
 		}
-		rm := got.GetResourceMetrics()[0]
+		rms := got.GetResourceMetrics()
+		if len(rms) != 1 || len(rms[0].GetResource().GetAttributes()) != 1 ||
+			len(rms[0].GetScopeMetrics()) != 1 || len(rms[0].GetScopeMetrics()[0].GetMetrics()) != 1 {
+			t.Fatalf("%d: decoded %v, want one resource with one attribute and one metric", n, &got)
+		}
+		rm := rms[0]
 		if len(rm.GetResource().GetAttributes()[0].GetValue().GetStringValue()) != n ||
 			len(rm.GetScopeMetrics()[0].GetMetrics()[0].GetDescription()) != n {
 			t.Errorf("%d bytes did not survive the round trip", n)

@@ -44,6 +44,17 @@ type rawH2C struct {
 	n        atomic.Int32
 }
 
+// field returns the value of the header field name (a pseudo-field
+// included) of a HEADERS event, or "".
+func (ev h2Event) field(name string) string {
+	for _, f := range ev.fields {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
 type rawH2CConn struct {
 	n    int32 // 1 for the first connection
 	c    net.Conn
@@ -343,6 +354,8 @@ func TestH2CClientCancel(t *testing.T) {
 // queue resets each upstream stream before its handler returns, so the
 // upstream never has more of queue's streams open than the front lets
 // the client have running (its MaxConcurrentStreams), and none at the end.
+// The first streams the client keeps open until the upstream has them
+// all: queue forwards as many streams as the front runs, not fewer.
 func TestH2CRapidReset(t *testing.T) {
 	t.Parallel()
 	const (
@@ -352,18 +365,23 @@ func TestH2CRapidReset(t *testing.T) {
 	)
 	var open, maxOpen atomic.Int64
 	headers := atomic.Int64{}
+	allOpen := make(chan struct{})
+	var allOnce sync.Once
 	u := startRawH2C(t, &rawH2C{
 		settings: []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 100000}},
 		onFrame: func(cn *rawH2CConn, ev h2Event) {
 			switch ev.typ {
 			case http2.FrameHeaders:
-				if ev.fields[3].Value == "/last" {
+				if ev.field(":path") == "/last" {
 					cn.headers(ev.stream, true, ":status", "200", "content-length", "0")
 					return
 				}
 				headers.Add(1)
 				n := open.Add(1)
 				for m := maxOpen.Load(); n > m && !maxOpen.CompareAndSwap(m, n); m = maxOpen.Load() {
+				}
+				if n == front {
+					allOnce.Do(func() { close(allOpen) })
 				}
 			case http2.FrameRSTStream:
 				open.Add(-1)
@@ -374,7 +392,7 @@ func TestH2CRapidReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var running atomic.Int64
+	var running atomic.Int64 // the front's handlers running
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		running.Add(1)
 		defer running.Add(-1)
@@ -427,24 +445,49 @@ func TestH2CRapidReset(t *testing.T) {
 			}
 		}
 	}()
+	write := func(what string) {
+		t.Helper()
+		if _, err := nc.Write(wbuf.Bytes()); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		wbuf.Reset()
+	}
+
+	// As many streams as the front runs, held open until the upstream has
+	// every one of them, then reset.
+	for i := range front {
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block, EndStream: true, EndHeaders: true})
+	}
+	write("the held streams")
+	select {
+	case <-allOpen:
+	case err := <-final:
+		t.Fatalf("before the upstream had the %d held streams: %v", front, err)
+	case <-time.After(time.Minute):
+		t.Fatalf("the upstream had %d of the %d streams the front runs open, after a minute", open.Load(), front)
+	}
+	for i := range front {
+		fr.WriteRSTStream(uint32(2*i+1), http2.ErrCodeCancel)
+	}
+	write("the resets of the held streams")
+
 	// The client is paced by PINGs only so that net/http's front, which
 	// ends a connection whose handlers fall more than 4*MaxConcurrentStreams
 	// behind its reads (its own CVE-2023-44487 defence), reads no faster
 	// than the handlers run: queue's side is what is under test.
-	for i := range streams {
+	for i := front; i < streams; i++ {
 		id := uint32(2*i + 1)
 		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true})
 		fr.WriteRSTStream(id, http2.ErrCodeCancel)
 		if (i+1)%batch == 0 || i == streams-1 {
 			fr.WritePing(false, [8]byte{})
-			if _, err := nc.Write(wbuf.Bytes()); err != nil {
-				t.Fatal(err)
-			}
-			wbuf.Reset()
+			write(fmt.Sprintf("after %d streams", i+1))
 			select {
 			case <-pongs:
 			case err := <-final:
 				t.Fatalf("after %d streams: %v", i+1, err)
+			case <-time.After(time.Minute):
+				t.Fatalf("after %d streams: no PING ack within a minute", i+1)
 			}
 		}
 	}
@@ -455,14 +498,19 @@ func TestH2CRapidReset(t *testing.T) {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*streams + 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-	if _, err := nc.Write(wbuf.Bytes()); err != nil {
-		t.Fatal(err)
-	}
+	write("the last request")
 	if err := recv(t, final, "the last response"); err != nil {
 		t.Fatal(err)
 	}
-	if m := maxOpen.Load(); m > front {
-		t.Errorf("upstream had %d of queue's streams open at once, want at most %d (the client's)", m, front)
+	// Then every handler returns, and the upstream reads the reset of every
+	// stream it was sent: no event says when, so both are polled.
+	for deadline := time.Now().Add(time.Minute); running.Load() != 0 || open.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the last response: %d handlers running, %d of queue's streams open at the upstream; want none", running.Load(), open.Load())
+		}
+	}
+	if got, want := maxOpen.Load(), int64(front); got != want {
+		t.Errorf("upstream had at most %d of queue's streams open at once, want %d (the client's)", got, want)
 	}
 	t.Logf("%d streams reached the upstream, at most %d open at once", headers.Load(), maxOpen.Load())
 }

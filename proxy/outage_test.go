@@ -175,7 +175,12 @@ func TestReconnectWithinWindow(t *testing.T) {
 
 // TestReconnectFails: an upstream that stays down gets 502 once the window
 // has passed; a request whose deadline (--timeout) comes first gets 504 at
-// its deadline.
+// its deadline; with no window, a refused connect is the 502 at once, with
+// no second connect. The bounds on when the answer comes are lower bounds
+// (not before the window, or the deadline) and, from above, only what tells
+// the two apart: an answer at the deadline comes long before a window of a
+// minute, and one at the window long before a timeout of a minute (and the
+// client's own timeout).
 func TestReconnectFails(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -183,18 +188,20 @@ func TestReconnectFails(t *testing.T) {
 		window, timeout time.Duration
 		wantCode        int
 		atLeast, before time.Duration
+		connects        int64 // connects tried per request; 0: not checked
 	}{
-		{name: "window", window: 200 * time.Millisecond, timeout: 10 * time.Second, wantCode: 502, atLeast: 200 * time.Millisecond, before: 5 * time.Second},
-		{name: "deadline", window: 10 * time.Second, timeout: 200 * time.Millisecond, wantCode: 504, atLeast: 200 * time.Millisecond, before: 5 * time.Second},
-		{name: "no window", window: 0, timeout: 10 * time.Second, wantCode: 502, before: time.Second},
+		{name: "window", window: 200 * time.Millisecond, timeout: time.Minute, wantCode: 502, atLeast: 200 * time.Millisecond, before: 15 * time.Second},
+		{name: "deadline", window: time.Minute, timeout: 200 * time.Millisecond, wantCode: 504, atLeast: 200 * time.Millisecond, before: 15 * time.Second},
+		{name: "no window", window: 0, timeout: time.Minute, wantCode: 502, before: 15 * time.Second, connects: 1},
 	}
 	for _, tt := range tests {
 		for _, proto := range []string{HTTP1, H2C} {
 			t.Run(tt.name+"/"+proto, func(t *testing.T) {
 				t.Parallel()
 				addr := testnet.ReservePort(t)
-				_, c, url, _ := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: tt.window, Timeout: tt.timeout})
+				_, c, url, connects := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: tt.window, Timeout: tt.timeout})
 				for _, method := range []string{http.MethodGet, http.MethodPost} {
+					before := connects.Load()
 					start := time.Now()
 					o := exchange(c, method, url+"/", strings.NewReader("body"))
 					took := time.Since(start)
@@ -203,6 +210,9 @@ func TestReconnectFails(t *testing.T) {
 					}
 					if took < tt.atLeast || took >= tt.before {
 						t.Errorf("%s: answered after %v, want from %v to %v", method, took, tt.atLeast, tt.before)
+					}
+					if got := connects.Load() - before; tt.connects > 0 && got != tt.connects {
+						t.Errorf("%s: %d connects tried, want %d", method, got, tt.connects)
 					}
 				}
 			})

@@ -16,6 +16,12 @@ import (
 // crlf turns the "\n" line ends of a test head into "\r\n".
 func crlf(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
 
+// TestParseHead table-tests parseResponse on response heads: the status
+// line it accepts (RFC 9112 section 4, CRLF line ends only), whether the
+// connection closes after the response, the framing it reads from
+// Content-Length and Transfer-Encoding (RFC 9112 section 6), the
+// hop-by-hop fields it leaves out and the end-to-end ones it keeps; and
+// that parseResponseFields, the fields form of the same parse, agrees.
 func TestParseHead(t *testing.T) {
 	t.Parallel()
 	type rh = respHead
@@ -212,6 +218,8 @@ func TestParseHead(t *testing.T) {
 	}
 }
 
+// TestHeadEnd: h1.HeadEnd finds the end of a head (the empty line, after
+// CRLF or a bare LF) and says -1 while it has not come.
 func TestHeadEnd(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -244,6 +252,9 @@ func TestHeadEnd(t *testing.T) {
 	}
 }
 
+// TestParseContentLength: a Content-Length is one decimal number of up to
+// 18 digits, or a list of equal ones (RFC 9110 section 8.6); anything else
+// is malformed.
 func TestParseContentLength(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -265,8 +276,10 @@ func TestParseContentLength(t *testing.T) {
 		{name: "empty", in: "", wantOK: false},
 		{name: "blank", in: " ", wantOK: false},
 		{name: "comma", in: ",", wantOK: false},
-		// A trailing empty list element is tolerated (RFC 9110 section 5.6.1).
-		{name: "trailing comma", in: "42,", want: 0, wantOK: false}, // an empty list element: malformed
+		// Content-Length is one number, not a list (RFC 9110 section 8.6):
+		// a list of equal numbers may be taken as one, but an empty
+		// element is no number, and the field is malformed.
+		{name: "trailing comma", in: "42,", wantOK: false},
 		{name: "empty element", in: "42,,42", wantOK: false},
 		{name: "negative", in: "-1", wantOK: false},
 		{name: "plus", in: "+1", wantOK: false},

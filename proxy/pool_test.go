@@ -59,7 +59,11 @@ func startStaleUpstream(t *testing.T, mode string, warm int) *staleUpstream {
 			if n == int64(warm) {
 				close(warmed)
 			}
-			<-warmed
+			select {
+			case <-warmed:
+			case <-time.After(10 * time.Second): // a bound, should the test fail
+				return
+			}
 		}
 		n, _ := io.Copy(io.Discard, req.Body)
 		body := fmt.Sprintf("%s %d", req.Method, n)
@@ -628,10 +632,13 @@ func TestKeepAliveTimeout(t *testing.T) {
 
 // TestReaperDisarmed: the reaper's timer is armed while an exchange is in
 // flight and stopped once none is, so that a lone request leaves no tick
-// behind to wake an idle sidecar.
+// behind to wake an idle sidecar. Each check is made once the proxy's
+// ServeHTTP has returned (the client may have the whole response before).
 func TestReaperDisarmed(t *testing.T) {
 	t.Parallel()
-	in, release := make(chan struct{}), make(chan struct{})
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	releaseUp := func() { once.Do(func() { close(release) }) }
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/wait" {
 			in <- struct{}{}
@@ -640,10 +647,21 @@ func TestReaperDisarmed(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
-	p, client, url := proxyFront(t, up.Listener.Addr().String())
+	p, err := New(Config{Upstream: up.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan string, 2)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r)
+		served <- r.URL.Path
+	}))
+	t.Cleanup(func() { front.Close(); p.Close() })
+	t.Cleanup(releaseUp) // first: the servers' Close waits for their handlers
+	client := &http.Client{Timeout: 10 * time.Second}
 	armed := func() bool { return p.h1.reaper.Armed() }
 	get := func(path string) error {
-		res, err := client.Get(url + path)
+		res, err := client.Get(front.URL + path)
 		if err != nil {
 			return err
 		}
@@ -656,22 +674,42 @@ func TestReaperDisarmed(t *testing.T) {
 		}
 		return nil
 	}
+	// servedBy waits for ServeHTTP to have returned for path.
+	servedBy := func(path string) {
+		t.Helper()
+		select {
+		case got := <-served:
+			if got != path {
+				t.Fatalf("ServeHTTP returned for %s, want %s", got, path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ServeHTTP did not return for %s within 10 s", path)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- get("/wait") }()
-	<-in
+	select {
+	case <-in:
+	case err := <-done:
+		t.Fatalf("the request did not reach the upstream: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the upstream within 10 s")
+	}
 	if !armed() {
 		t.Error("no reaper timer while an exchange is in flight")
 	}
-	close(release)
-	if err := <-done; err != nil {
+	releaseUp()
+	if err := recv(t, done, "the response"); err != nil {
 		t.Fatal(err)
 	}
+	servedBy("/wait")
 	if armed() {
 		t.Error("the reaper's timer is still armed after the last exchange")
 	}
 	if err := get("/"); err != nil {
 		t.Fatal(err)
 	}
+	servedBy("/")
 	if armed() {
 		t.Error("the reaper's timer is armed after a lone request")
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -68,8 +69,16 @@ func TestBodyWriterLate(t *testing.T) {
 				<-uc.interrupted // the writer is interrupted...
 				bw.done <- nil   // ...having sent the whole body
 			}()
-			if err := bw.stop(&h1Conn{nc: uc}); err == nil {
-				t.Error("stop = nil: the interrupted upstream connection would be reused")
+			stopped := make(chan error, 1)
+			go func() { stopped <- bw.stop(&h1Conn{nc: uc}) }()
+			select {
+			case err := <-stopped:
+				if err == nil {
+					t.Error("stop = nil: the interrupted upstream connection would be reused")
+				}
+			case <-time.After(10 * time.Second):
+				bw.done <- errors.New("never interrupted") // lets stop return
+				t.Fatal("stop did not interrupt the writer within 10 s")
 			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
