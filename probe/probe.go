@@ -327,6 +327,11 @@ type Watcher struct {
 	SuccessThreshold int
 	// Logger gets one line per change of state. nil discards.
 	Logger *slog.Logger
+	// OnReady is called, on Run's goroutine, each time the upstream
+	// becomes ready: the probe that made it so succeeded (for a TCP or
+	// HTTP probe, a connect did). It must not block. nil: nothing is
+	// called.
+	OnReady func()
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -412,6 +417,9 @@ func (w *Watcher) set(ready bool, err error) {
 	}
 	w.ch = make(chan struct{})
 	w.mu.Unlock()
+	if ready && w.OnReady != nil {
+		w.OnReady()
+	}
 	if w.Logger == nil {
 		return
 	}

@@ -23,8 +23,13 @@ import (
 // container that keeps its pod, with room to spare, and stays well under
 // the timeouts clients commonly set (10 s and more). Longer outages are
 // readiness' business: the probe turns the pod unready and the platform
-// stops sending (docs/contract.md section 4), and a request admitted
-// meanwhile gets its 502 after the window, not at its --timeout.
+// stops sending (docs/contract.md section 4). A request that meets an
+// outage that has already lasted longer than the window gets its 502 at
+// once, after its one refused connect, until a connect succeeds again (a
+// request's, or the readiness probe's: Proxy.UpstreamUp), as HAProxy
+// answers at once for a server it has marked down: the window is for a
+// blip, and waiting it out again for every request of a long outage only
+// holds clients and slots.
 const DefaultRetryWindow = 3 * time.Second
 
 // Waits between two probes of an upstream that refuses connects: the first
@@ -56,6 +61,7 @@ type outage struct {
 	back    chan struct{} // closed when a connect succeeds; nil while not down
 	backoff time.Duration // the wait after the last probe
 	last    time.Time     // the last probe, or the refusal that began the outage
+	began   time.Time     // the refusal that began the outage
 }
 
 func newOutage(window time.Duration) *outage {
@@ -90,9 +96,22 @@ func (o *outage) refused() <-chan struct{} {
 	if o.back == nil {
 		o.back = make(chan struct{})
 		o.backoff, o.last = probeMin, time.Now()
+		o.began = o.last
 		o.down.Store(true)
 	}
 	return o.back
+}
+
+// long reports whether the upstream has refused connects, none succeeding
+// since, for longer than the window: a request then fails at once instead
+// of waiting.
+func (o *outage) long(now time.Time) bool {
+	if !o.down.Load() {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.back != nil && now.Sub(o.began) > o.window
 }
 
 // errWindow is wait's answer when the request's retry window (or deadline)
@@ -156,14 +175,15 @@ func (o *outage) probed(refused bool) {
 // backoff, and all of them go as soon as any connect succeeds. Other errors
 // return as they are. After the window the last refusal is returned (502);
 // at the deadline a timeout (504); when ctx ends, its error (499 for a
-// client that went away).
+// client that went away). A request that comes when the outage has lasted
+// longer than the window returns its refusal at once (outage.long).
 //
 // It runs on the request's goroutine, only after a failed connect: the
 // request stays counted as in flight, and a pooled connection never comes
 // here.
 func (p *Proxy) reconnect(ctx context.Context, deadline time.Time, err error, connect func() error) error {
 	o := p.outage
-	if o == nil || !refusedConnect(err) {
+	if o == nil || !refusedConnect(err) || o.long(time.Now()) {
 		return err
 	}
 	o.waiting.Add(1)

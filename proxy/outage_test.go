@@ -173,9 +173,9 @@ func TestReconnectWithinWindow(t *testing.T) {
 	}
 }
 
-// TestReconnectFails: an upstream that stays down gets 502 once the window
-// has passed; a request whose deadline (--timeout) comes first gets 504 at
-// its deadline; with no window, a refused connect is the 502 at once, with
+// TestReconnectFails: the first request of an outage gets 502 once the
+// window has passed; a request whose deadline (--timeout) comes first gets
+// 504 at its deadline; with no window, a refused connect is the 502 at once, with
 // no second connect. The bounds on when the answer comes are lower bounds
 // (not before the window, or the deadline) and, from above, only what tells
 // the two apart: an answer at the deadline comes long before a window of a
@@ -198,9 +198,12 @@ func TestReconnectFails(t *testing.T) {
 		for _, proto := range []string{HTTP1, H2C} {
 			t.Run(tt.name+"/"+proto, func(t *testing.T) {
 				t.Parallel()
-				addr := testnet.ReservePort(t)
-				_, c, url, connects := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: tt.window, Timeout: tt.timeout})
 				for _, method := range []string{http.MethodGet, http.MethodPost} {
+					// An outage of its own for each request: one that
+					// comes when an outage has outlasted the window fails
+					// at once (TestLongOutageFailsFast).
+					addr := testnet.ReservePort(t)
+					_, c, url, connects := outageFront(t, "net-http", Config{Upstream: addr, Protocol: proto, RetryWindow: tt.window, Timeout: tt.timeout})
 					before := connects.Load()
 					start := time.Now()
 					o := exchange(c, method, url+"/", strings.NewReader("body"))

@@ -126,6 +126,13 @@ func orDefault(v, def int) int {
 	return v
 }
 
+// UpstreamUp tells the proxy that a connect to the upstream succeeded
+// outside it (the readiness probe's): an outage of refused connects is
+// over, and requests that wait for it go at once, as after a connect of
+// their own. Without an outage it costs an atomic load. It is safe for
+// concurrent use.
+func (p *Proxy) UpstreamUp() { p.outage.up() }
+
 // Close closes idle upstream connections and every websocket tunnel.
 func (p *Proxy) Close() error {
 	if p.h1 != nil {

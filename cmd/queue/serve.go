@@ -117,7 +117,8 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 	}
 	a := &app{cfg: cfg, log: logger, proxy: p}
 	a.watcher = &probe.Watcher{Prober: newProber(cfg), Period: cfg.ProbePeriod, Logger: logger,
-		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold}
+		FailureThreshold: cfg.FailureThreshold, SuccessThreshold: cfg.SuccessThreshold,
+		OnReady: p.UpstreamUp}
 	var requests *accessLog // nil: no access log
 	if cfg.AccessLog {
 		requests = newAccessLog(cfg, os.Stdout)
