@@ -97,6 +97,10 @@ func TestChart(t *testing.T) {
 	t.Logf("wrote %s", out)
 }
 
+// TestReadSummary: a summary.tsv is read by its header's column names,
+// "-" standing for a figure not measured, comments and blank lines
+// skipped; a missing column, a short row, a figure that is not a number
+// and a missing header are errors that say which and where.
 func TestReadSummary(t *testing.T) {
 	t.Parallel()
 	const header = "peer\tscenario\truns\tproxy_us_per_req\trss_idle_kb\trss_peak_kb\n"

@@ -274,6 +274,11 @@ func adapterConfigs(ms []manifest) map[string]adapterConfig {
 	return out
 }
 
+// TestPrometheusAdapterRules checks every Prometheus Adapter configuration
+// here: each rule selects one of queue's gauges (docs/contract.md section
+// 5), its name.matches matches it, it serves a metric, maps the series'
+// namespace and pod labels to those resources, and its metricsQuery can
+// select one pod's series.
 func TestPrometheusAdapterRules(t *testing.T) {
 	ms := manifests(t)
 	gauges, err := contractGauges()
@@ -344,6 +349,7 @@ func TestAutoscalersHaveAdapterRule(t *testing.T) {
 			}
 		}
 	}
+	pods := 0
 	for _, m := range ms {
 		hpa, ok := m.obj.(*autoscalingv2.HorizontalPodAutoscaler)
 		if !ok {
@@ -353,13 +359,22 @@ func TestAutoscalersHaveAdapterRule(t *testing.T) {
 			if mt.Pods == nil {
 				continue
 			}
+			pods++
 			if name := mt.Pods.Metric.Name; !slices.Contains(served, name) {
 				t.Errorf("%s HorizontalPodAutoscaler %s: Pods metric %q is served by no Prometheus Adapter rule here (name.as: %v)", m.where, hpa.Name, name, served)
 			}
 		}
 	}
+	if pods == 0 {
+		t.Error("no HorizontalPodAutoscaler under deploy/ asks for a Pods metric: the check ran on nothing")
+	}
 }
 
+// TestScaledObjects checks every KEDA ScaledObject here: valid, aimed at a
+// Deployment here that sets no replicas and that no HPA of the same
+// directory scales, with a prometheus trigger on one of queue's gauges
+// whose keys KEDA reads, threshold positive, per pod (AverageValue), and
+// equal to an HPA's target on the same gauge.
 func TestScaledObjects(t *testing.T) {
 	ms := manifests(t)
 	gauges, err := contractGauges()
@@ -367,11 +382,18 @@ func TestScaledObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := all[*appsv1.Deployment](ms)
+	n := 0
+	defer func() {
+		if n == 0 {
+			t.Error("no ScaledObject under deploy/: the checks ran on nothing")
+		}
+	}()
 	for _, m := range ms {
 		so, ok := m.obj.(*scaledObject)
 		if !ok {
 			continue
 		}
+		n++
 		where := m.where + " ScaledObject " + so.Name
 		if err := so.validate(); err != nil {
 			t.Errorf("%s: %v", where, err)
@@ -446,55 +468,78 @@ func TestScaledObjects(t *testing.T) {
 }
 
 // TestScaledObjectRejects proves that a ScaledObject decodes strictly and
-// is validated: each document is wrong in one way.
+// is validated: each document is the valid one made wrong in one way, and
+// is refused for that fault (the error names it), by decode or validate.
 func TestScaledObjectRejects(t *testing.T) {
 	t.Parallel()
 	const head = "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: a}\nspec:\n  scaleTargetRef: {name: a}\n"
 	const trigger = "  triggers:\n    - type: prometheus\n      metadata: {query: q}\n"
-	for _, tc := range []struct{ name, doc string }{
-		{"unknown spec field", head + trigger + "  minReplicas: 1\n"},
-		{"unknown trigger field", head + "  triggers:\n    - type: prometheus\n      metadata: {}\n      metricName: x\n"},
-		{"field in the wrong case", head + trigger + "  MaxReplicaCount: 3\n"},
-		{"status", head + trigger + "status: {}\n"},
-		{"no triggers", head},
-		{"no target", "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nspec:\n" + trigger},
-		{"min above max", head + trigger + "  minReplicaCount: 5\n  maxReplicaCount: 2\n"},
-		{"unknown fallback behavior", head + trigger + "  fallback: {failureThreshold: 3, replicas: 2, behavior: sometimes}\n"},
-		{"fallback with Value", head + "  triggers:\n    - type: prometheus\n      metricType: Value\n      metadata: {}\n  fallback: {failureThreshold: 3, replicas: 2}\n"},
+	// check decodes and validates doc, and returns the first error.
+	check := func(doc string) error {
+		obj, err := decode([]byte(doc))
+		if err != nil {
+			return err
+		}
+		so, ok := obj.(*scaledObject)
+		if !ok {
+			return fmt.Errorf("decoded to %T, want *scaledObject", obj)
+		}
+		return so.validate()
+	}
+	// The documents below are this one made wrong: it must pass, or they
+	// would be refused for its fault, not theirs.
+	if err := check(head + trigger); err != nil {
+		t.Fatalf("the valid ScaledObject is refused: %v", err)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown spec field", head + trigger + "  minReplicas: 1\n", "spec.minReplicas"},
+		{"unknown trigger field", head + "  triggers:\n    - type: prometheus\n      metadata: {}\n      metricName: x\n", "spec.triggers[0].metricName"},
+		{"field in the wrong case", head + trigger + "  MaxReplicaCount: 3\n", "spec.MaxReplicaCount"},
+		{"status", head + trigger + "status: {}\n", `"status"`},
+		{"no triggers", head, "spec.triggers"},
+		{"no target", "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nspec:\n" + trigger, "spec.scaleTargetRef.name"},
+		{"min above max", head + trigger + "  minReplicaCount: 5\n  maxReplicaCount: 2\n", "spec.minReplicaCount"},
+		{"unknown fallback behavior", head + trigger + "  fallback: {failureThreshold: 3, replicas: 2, behavior: sometimes}\n", "spec.fallback.behavior"},
+		{"fallback with Value", head + "  triggers:\n    - type: prometheus\n      metricType: Value\n      metadata: {}\n  fallback: {failureThreshold: 3, replicas: 2}\n", "metricType"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			obj, err := decode([]byte(tc.doc))
-			if err != nil {
-				return
+			err := check(tc.doc)
+			if err == nil {
+				t.Fatalf("decode(%q) and validate() passed; want an error", tc.doc)
 			}
-			so, ok := obj.(*scaledObject)
-			if !ok {
-				t.Fatalf("decode(%q) = %T, want *scaledObject", tc.doc, obj)
-			}
-			if err := so.validate(); err == nil {
-				t.Errorf("decode(%q) and validate() passed; want an error", tc.doc)
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q refused with %v, want an error naming %s", tc.doc, err, tc.want)
 			}
 		})
 	}
 }
 
 // TestAdapterConfigRejects proves that decodeAdapterConfig is as strict as
-// the adapter.
+// the adapter: a valid configuration is read, and each document wrong in
+// one way is refused for that fault (the error names it).
 func TestAdapterConfigRejects(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, doc string }{
-		{"unknown top-level field", "rule: []\n"},
-		{"unknown rule field", "rules:\n  - seriesQuery: x\n    metricQuery: y\n"},
-		{"unknown name field", "rules:\n  - name: {matches: x, to: y}\n"},
-		{"field in the wrong case", "rules:\n  - SeriesQuery: x\n"},
-		{"duplicate key", "rules:\n  - seriesQuery: x\n    seriesQuery: y\n"},
-		{"wrong type", "rules:\n  - resources: {overrides: {pod: pod}}\n"},
+	const valid = "rules:\n  - seriesQuery: 'x'\n    metricsQuery: 'sum(x)'\n    name: {matches: 'x', as: 'y'}\n    resources: {overrides: {pod: {resource: pod}}}\n"
+	if c, err := decodeAdapterConfig(valid); err != nil || len(c.Rules) != 1 || c.Rules[0].MetricsQuery != "sum(x)" {
+		t.Fatalf("decodeAdapterConfig(%q) = %+v, %v; want its one rule", valid, c, err)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown top-level field", "rule: []\n", `"rule"`},
+		{"unknown rule field", "rules:\n  - seriesQuery: x\n    metricQuery: y\n", "rules[0].metricQuery"},
+		{"unknown name field", "rules:\n  - name: {matches: x, to: y}\n", "rules[0].name.to"},
+		{"field in the wrong case", "rules:\n  - SeriesQuery: x\n", "rules[0].SeriesQuery"},
+		{"duplicate key", "rules:\n  - seriesQuery: x\n    seriesQuery: y\n", `"seriesQuery" already set`},
+		{"wrong type", "rules:\n  - resources: {overrides: {pod: pod}}\n", "overrides"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if c, err := decodeAdapterConfig(tc.doc); err == nil {
-				t.Errorf("decodeAdapterConfig(%q) = %+v, nil; want an error", tc.doc, c)
+			c, err := decodeAdapterConfig(tc.doc)
+			if err == nil {
+				t.Fatalf("decodeAdapterConfig(%q) = %+v, nil; want an error", tc.doc, c)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("decodeAdapterConfig(%q) = %v, want an error naming %s", tc.doc, err, tc.want)
 			}
 		})
 	}

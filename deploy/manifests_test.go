@@ -183,6 +183,8 @@ func all[T any](ms []manifest) []T {
 	return out
 }
 
+// TestManifestsDecodeStrictly: every document under deploy/ decodes
+// strictly as its kind, and each kind the other tests check is there.
 func TestManifestsDecodeStrictly(t *testing.T) {
 	ms, errs := loaded()
 	for _, err := range errs {
@@ -210,25 +212,30 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 }
 
 // TestDecodeRejects proves that decode is strict: each document is wrong in
-// one way and must not decode.
+// one way and must not decode, for that fault (the error names it), not
+// another.
 func TestDecodeRejects(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, doc string }{
-		{"unknown field", "apiVersion: v1\nkind: Service\nspec:\n  portz: []\n"},
-		{"unknown nested field", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          securityContext:\n            readOnlyRootFileSystem: true\n"},
-		{"field in the wrong case", "apiVersion: v1\nkind: Service\nSpec: {}\n"},
-		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: x\n  a: y\n"},
-		{"unknown kind", "apiVersion: example.com/v1\nkind: Widget\nspec: {}\n"},
-		{"KEDA kind in the wrong version", "apiVersion: keda.sh/v1alpha2\nkind: ScaledObject\nspec: {}\n"},
-		{"kind in the wrong version", "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\n"},
-		{"no kind", "apiVersion: v1\ndata: {}\n"},
-		{"bad quantity", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          resources:\n            limits:\n              memory: lots\n"},
-		{"wrong type", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  replicas: two\n"},
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown field", "apiVersion: v1\nkind: Service\nspec:\n  portz: []\n", "spec.portz"},
+		{"unknown nested field", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          securityContext:\n            readOnlyRootFileSystem: true\n", "securityContext.readOnlyRootFileSystem"},
+		{"field in the wrong case", "apiVersion: v1\nkind: Service\nSpec: {}\n", `"Spec"`},
+		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: x\n  a: y\n", `"a" already set`},
+		{"unknown kind", "apiVersion: example.com/v1\nkind: Widget\nspec: {}\n", "Kind=Widget"},
+		{"KEDA kind in the wrong version", "apiVersion: keda.sh/v1alpha2\nkind: ScaledObject\nspec: {}\n", "keda.sh/v1alpha2"},
+		{"kind in the wrong version", "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\n", "autoscaling/v1"},
+		{"no kind", "apiVersion: v1\ndata: {}\n", "kind"},
+		{"bad quantity", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          resources:\n            limits:\n              memory: lots\n", "quantities"},
+		{"wrong type", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  replicas: two\n", "replicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if obj, err := decode([]byte(tc.doc)); err == nil {
-				t.Errorf("decode(%q) = %T, nil; want an error", tc.doc, obj)
+			obj, err := decode([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("decode(%q) = %T, nil; want an error", tc.doc, obj)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("decode(%q) = %v, want an error naming %s", tc.doc, err, tc.want)
 			}
 		})
 	}
@@ -339,7 +346,14 @@ func readSettings(c corev1.Container) (queueSettings, error) {
 	errs = append(errs, err)
 	s.drainTimeout, err = settingDuration(c, "drain-timeout", timeout.String())
 	errs = append(errs, err)
-	return s, errors.Join(errs...)
+	// A malformed command line fails every setting alike: say it once.
+	var once []error
+	for _, err := range errs {
+		if err != nil && !slices.ContainsFunc(once, func(e error) bool { return e.Error() == err.Error() }) {
+			once = append(once, err)
+		}
+	}
+	return s, errors.Join(once...)
 }
 
 func isQueue(c corev1.Container) bool {
@@ -367,6 +381,13 @@ func queueContainer(t *testing.T, where string, spec corev1.PodSpec) (corev1.Con
 	return qs[0], true
 }
 
+// TestDeployments checks every Deployment here that runs queue: one queue
+// container, not an init container; a selector of its pods; queue hardened
+// (read-only root, non-root, no privilege escalation, no capabilities,
+// RuntimeDefault seccomp); requests set and a memory limit at least the
+// measured RSS; readiness on the serving port, liveness on /live; a grace
+// period covering the drain; each app container's preStop hook on queue's
+// /wait-for-drain.
 func TestDeployments(t *testing.T) {
 	for _, m := range manifests(t) {
 		d, ok := m.obj.(*appsv1.Deployment)
@@ -498,6 +519,9 @@ func cmpOr[T any](a, b *T) *T {
 	return b
 }
 
+// TestServicesTargetQueue: every Service here selects a Deployment's pods
+// and sends each of its ports to queue's serving port, one of them named
+// http.
 func TestServicesTargetQueue(t *testing.T) {
 	ms := manifests(t)
 	deps := all[*appsv1.Deployment](ms)
@@ -543,6 +567,9 @@ func TestServicesTargetQueue(t *testing.T) {
 	}
 }
 
+// TestAutoscalers: every HPA here scales a Deployment here that sets no
+// replicas, on a Pods metric of queue's, with the pods annotated for
+// scraping queue's metrics port.
 func TestAutoscalers(t *testing.T) {
 	ms := manifests(t)
 	deps := all[*appsv1.Deployment](ms)
@@ -621,13 +648,18 @@ func TestKnativeConfig(t *testing.T) {
 	}
 }
 
+// TestSetting: readSettings reads queue's ports and drain settings as queue
+// does (flags over QUEUE_ variables over the defaults, the quiet period's
+// default by mode, the drain timeout following --timeout), and refuses a
+// malformed value, a flag without one, and an admin port the kubelet
+// cannot reach.
 func TestSetting(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		c    corev1.Container
 		want queueSettings
-		bad  bool
+		bad  string // a refusal's error names it
 	}{
 		{name: "defaults", c: corev1.Container{Args: []string{"--upstream", ":8080"}},
 			want: queueSettings{8012, 8022, 9091, 0, 300 * time.Second}},
@@ -645,16 +677,16 @@ func TestSetting(t *testing.T) {
 			want: queueSettings{8012, 9022, 9091, 0, 7 * time.Second}},
 		{name: "no timeout", c: corev1.Container{Args: []string{"--timeout", "0"}},
 			want: queueSettings{8012, 8022, 9091, 0, 0}},
-		{name: "malformed duration", c: corev1.Container{Args: []string{"--drain-timeout", "20"}}, bad: true},
-		{name: "missing value", c: corev1.Container{Args: []string{"--drain-timeout"}}, bad: true},
-		{name: "admin on loopback", c: corev1.Container{Args: []string{"--admin-listen", "127.0.0.1:8022"}}, bad: true},
+		{name: "malformed duration", c: corev1.Container{Args: []string{"--drain-timeout", "20"}}, bad: `--drain-timeout "20"`},
+		{name: "missing value", c: corev1.Container{Args: []string{"--drain-timeout"}}, bad: "-drain-timeout has no value"},
+		{name: "admin on loopback", c: corev1.Container{Args: []string{"--admin-listen", "127.0.0.1:8022"}}, bad: `--admin-listen binds "127.0.0.1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := readSettings(tc.c)
-			if tc.bad {
-				if err == nil {
-					t.Errorf("readSettings(%v) = %+v, nil; want an error", tc.c.Args, got)
+			if tc.bad != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.bad) {
+					t.Errorf("readSettings(%v) = %+v, %v; want an error naming %s", tc.c.Args, got, err, tc.bad)
 				}
 				return
 			}

@@ -22,6 +22,9 @@ func parseHead(in []byte, lim Limits) (q *request, err *Error, incomplete bool) 
 	return q, q.parse(head, lim), false
 }
 
+// TestParse is the head parser's table: each head parses to the method,
+// target, host, framing, length, close and fields given, or is refused
+// with the status given (RFC 9112 sections 2 to 6, RFC 9110 section 7.2).
 func TestParse(t *testing.T) {
 	t.Parallel()
 	const get = "GET / HTTP/1.1\r\nHost: a\r\n"
@@ -167,6 +170,8 @@ func equalHeader(a, b http.Header) bool {
 	return true
 }
 
+// TestParseReuse: a request parsed into the value a previous one was
+// parsed into keeps nothing of the previous one.
 func TestParseReuse(t *testing.T) {
 	t.Parallel()
 	// A connection parses every request into the same request value: no
@@ -206,6 +211,9 @@ func TestParseReuse(t *testing.T) {
 	}
 }
 
+// TestHeadEnd: headEnd finds the end of the first head (after any empty
+// lines before it), a bare LF counted as a line end for the parser to
+// refuse, and -1 while the head is not complete.
 func TestHeadEnd(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -233,6 +241,9 @@ func TestHeadEnd(t *testing.T) {
 	}
 }
 
+// TestStartsRequest: startsRequest holds true for every prefix of a
+// request head that may still become one, and false as soon as a byte
+// rules that out.
 func TestStartsRequest(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -274,6 +285,9 @@ func TestStartsRequest(t *testing.T) {
 	}
 }
 
+// TestParseContentLength: a Content-Length is decimal digits, or a list of
+// equal such values (RFC 9110 section 8.6), of at most 18 digits; nothing
+// else is one.
 func TestParseContentLength(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -378,6 +392,8 @@ func TestParseChunkSize(t *testing.T) {
 	}
 }
 
+// TestIsPrefaceStart: every prefix of the HTTP/2 client preface is taken
+// for its start, and bytes that leave it are not.
 func TestIsPrefaceStart(t *testing.T) {
 	t.Parallel()
 	for n := 0; n <= len(preface); n++ {

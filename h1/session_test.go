@@ -20,7 +20,7 @@ import (
 // the echo the runtime polls the network, and takes in what came on the
 // client's socket meanwhile. Every handler echoes its target, and the body
 // it read when there was one (X-Body).
-func blockingServer(t *testing.T, entered, release chan struct{}) string {
+func blockingServer(t *testing.T, entered chan<- struct{}, release <-chan struct{}) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,11 +85,11 @@ func TestSessionBytesDuringHandler(t *testing.T) {
 func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 	// blocked answers a first request, so that the next is served in a
 	// session that has drained the socket before, then sends blockReq (to
-	// /block) and returns once its handler runs; closing release lets it
-	// finish.
-	blocked := func(t *testing.T) (c *net.TCPConn, br *bufio.Reader, release chan struct{}) {
-		entered, release := make(chan struct{}, 1), make(chan struct{})
-		c = dial(t, blockingServer(t, entered, release))
+	// /block) and returns once its handler runs; release lets it finish.
+	blocked := func(t *testing.T) (c *net.TCPConn, br *bufio.Reader, release func()) {
+		entered := make(chan struct{}, 1)
+		wait, release := releaser(t)
+		c = dial(t, blockingServer(t, entered, wait))
 		c.SetDeadline(time.Now().Add(failAfter))
 		br = bufio.NewReader(c)
 		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -97,14 +97,14 @@ func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 			t.Fatalf("first: %v", err)
 		}
 		io.WriteString(c, blockReq)
-		<-entered
+		recv(t, entered, "/block in its handler")
 		return c, br, release
 	}
 	t.Run("pipelined request", func(t *testing.T) {
 		t.Parallel()
 		c, br, release := blocked(t)
 		io.WriteString(c, "GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
-		close(release)
+		release()
 		for _, want := range []string{"/block", "/after"} {
 			x, err := readReply(br, http.MethodGet)
 			if err != nil {
@@ -126,7 +126,7 @@ func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
-		close(release)
+		release()
 		if x, err := readReply(br, http.MethodGet); err != nil || x.res.Header.Get("X-Target") != "/block" || x.res.Header.Get("X-Body") != blockBody {
 			t.Fatalf("response: %+v, %v", x.res, err)
 		}
@@ -167,7 +167,7 @@ func testSessionHijack(t *testing.T, req string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; !errors.Is(err, errHijackInSession) {
+	if err := recv(t, got, "the handler's Hijack"); !errors.Is(err, errHijackInSession) {
 		t.Errorf("Hijack = %v, want %v", err, errHijackInSession)
 	}
 	if !strings.Contains(string(x.body), "not hijacked") {
@@ -185,22 +185,30 @@ func TestHijackKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keepAlive := func(nc net.Conn) int {
-		tc := nc.(*countedConn).Conn.(*net.TCPConn)
+	// keepAlive runs on the handler's goroutine: it reports failures as
+	// errors, for the test's goroutine to fail on.
+	keepAlive := func(nc net.Conn) (int, error) {
+		tc, ok := nc.(*net.TCPConn)
+		if cc, isCounted := nc.(*countedConn); isCounted {
+			tc, ok = cc.Conn.(*net.TCPConn)
+		}
+		if !ok {
+			return -1, fmt.Errorf("%T is not a TCP connection", nc)
+		}
 		raw, err := tc.SyscallConn()
 		if err != nil {
-			t.Fatal(err)
+			return -1, err
 		}
 		v := -1
-		raw.Control(func(fd uintptr) {
+		cerr := raw.Control(func(fd uintptr) {
 			v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return v, errors.Join(cerr, err)
 	}
-	type result struct{ before, after int }
+	type result struct {
+		before, after int
+		err           error
+	}
 	got := make(chan result, 1)
 	var s *Server
 	s = &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -210,26 +218,45 @@ func TestHijackKeepAlive(t *testing.T) {
 			c = x
 		}
 		s.mu.Unlock()
-		before := keepAlive(c.closer)
+		if c == nil {
+			got <- result{err: errors.New("the server counts no connection")}
+			return
+		}
+		before, err := keepAlive(c.closer)
+		if err != nil {
+			got <- result{err: fmt.Errorf("before the hijack: %w", err)}
+			return
+		}
 		nc, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
-			t.Errorf("hijack: %v", err)
-			got <- result{}
+			got <- result{err: fmt.Errorf("hijack: %w", err)}
 			return
 		}
 		defer nc.Close()
-		got <- result{before, keepAlive(nc)}
+		after, err := keepAlive(nc)
+		if err != nil {
+			err = fmt.Errorf("after the hijack: %w", err)
+		}
+		got <- result{before, after, err}
 	})}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
 		s.Close()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(failAfter):
+			t.Errorf("Serve did not return within %v of Close", failAfter)
+		}
 	})
 	c := dial(t, ln.Addr().String())
 	c.SetDeadline(time.Now().Add(failAfter))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
-	if r := <-got; r.before != 0 || r.after != 1 {
+	r := recv(t, got, "word from the hijacking handler")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.before != 0 || r.after != 1 {
 		t.Errorf("SO_KEEPALIVE before the hijack %d, after %d; want 0, 1", r.before, r.after)
 	}
 }

@@ -163,6 +163,10 @@ func retryPastThreshold(t *testing.T, extra int) *testServer {
 	for i, d := range past {
 		rec, _ := spc.peer(d.pc.LocalAddr().String())
 		got, _ := d.pc.firstBytes()
+		if len(got) == 0 {
+			t.Errorf("handshake %d past the first %d: the client received nothing", i, h3.RetryAbove)
+			continue
+		}
 		if !isRetry(rec.wroteFirst) || !isRetry(got[0]) {
 			t.Errorf("handshake %d past the first %d: first packet 0x%02x (sent 0x%02x), want a Retry (0xF_)", i, h3.RetryAbove, got[0], rec.wroteFirst)
 		}
@@ -250,7 +254,9 @@ func resetFlood(t *testing.T, batch, most int) {
 	t.Cleanup(free)
 	c := ts.dial(t, nil)
 	get := headersFrame(getFields("/"))
-	deadline := time.Now().Add(10 * time.Second)
+	// The flood's bound: a passing run ends it early, when the server
+	// closes the connection.
+	deadline := time.Now().Add(3 * failAfter)
 	n := 0
 	var stalled error // OpenStreamSync's failure: no stream credit came back
 	streams := make([]*quic.Stream, 0, batch)
@@ -260,8 +266,8 @@ flood:
 		want := entered.Load() + int64(batch)
 		for range batch {
 			// The server retires a reset stream at once: its credit comes
-			// back within a round trip, not seconds.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			// back within a round trip; failAfter is the failure bound.
+			ctx, cancel := context.WithTimeout(context.Background(), failAfter)
 			s, err := c.qc.OpenStreamSync(ctx)
 			cancel()
 			if err != nil {
@@ -287,13 +293,13 @@ flood:
 	g, closed := srv.Glitches()
 	select {
 	case <-c.qc.Context().Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(failAfter):
 		if stalled != nil {
-			t.Fatalf("%d streams reset (handlers run: %d), then no stream credit for 2s (%v): the server does not retire the reset streams; connection still open: Glitches() = %d, %d",
-				n, entered.Load(), stalled, g, closed)
+			t.Fatalf("%d streams reset (handlers run: %d), then no stream credit for %v (%v): the server does not retire the reset streams; connection still open %v later: Glitches() = %d, %d",
+				n, entered.Load(), failAfter, stalled, failAfter, g, closed)
 		}
-		t.Fatalf("%d streams reset (handlers run: %d), connection still open: Glitches() = %d, %d",
-			n, entered.Load(), g, closed)
+		t.Fatalf("%d streams reset (handlers run: %d), connection still open %v later: Glitches() = %d, %d",
+			n, entered.Load(), failAfter, g, closed)
 	}
 	expectAppClose(t, context.Cause(c.qc.Context()), codeExcessiveLoad)
 	g, closed = srv.Glitches()
@@ -517,6 +523,10 @@ func TestClientStopsReading(t *testing.T) {
 func TestFlowControlBounds(t *testing.T) {
 	t.Parallel()
 	const margin = 16 << 10 // what quic-go takes in before it blocks: a packet's worth, and the frame headers
+	// A write that takes longer than blocked is taken to be stopped by
+	// flow control: a write with window left takes a millisecond or so,
+	// and this leaves room for a machine many times slower.
+	const blocked = time.Second
 	var entered atomic.Int64
 	release := make(chan struct{})
 	ts := startServer(t, &h3.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -542,7 +552,7 @@ func TestFlowControlBounds(t *testing.T) {
 		}
 		chunk := make([]byte, 16<<10)
 		for range (8 << 20) / len(chunk) {
-			s.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+			s.SetWriteDeadline(time.Now().Add(blocked))
 			k, err := s.Write(chunk)
 			n += int64(k)
 			var ne net.Error
@@ -575,7 +585,13 @@ func TestFlowControlBounds(t *testing.T) {
 		s := c.open()
 		wg.Go(func() { ns[i], errs[i] = fill(s) })
 	}
-	wg.Wait()
+	filled := make(chan struct{})
+	go func() { wg.Wait(); close(filled) }()
+	select {
+	case <-filled:
+	case <-time.After(3 * failAfter):
+		t.Fatalf("the %d streams did not block within %v", more, 3*failAfter)
+	}
 	total := n1
 	for i, n := range ns {
 		if errs[i] != nil {

@@ -173,6 +173,11 @@ func sameNode(got, want string) bool {
 	return got == want
 }
 
+// FuzzForwarded: whatever the incoming X-Forwarded-* fields and host, the
+// Forwarded field written parses by RFC 7239's grammar; from a trusted hop
+// it has one element per incoming X-Forwarded-For node (with the incoming
+// proto and host on the first), and always a last element for the hop
+// itself with its address, the host and the protocol.
 func FuzzForwarded(f *testing.F) {
 	f.Add("198.51.100.1, 10.0.0.2", "example.com", "https", "public.example", true)
 	f.Add("[2001:db8::7]:80,198.51.100.1:4711\n::ffff:192.0.2.9", "example.com:8080", "", "", true)
@@ -255,6 +260,9 @@ func FuzzForwarded(f *testing.F) {
 	})
 }
 
+// FuzzXFF: whatever the incoming X-Forwarded-For lines, the one written is
+// a valid field value listing, from a trusted hop, every incoming node in
+// order, then the hop's address ("unknown" without one).
 func FuzzXFF(f *testing.F) {
 	f.Add("198.51.100.1, 10.0.0.2", "10.0.0.9", true)
 	f.Add(" 198.51.100.1 \n\n2001:db8::1,,x", "::ffff:192.0.2.1", true)

@@ -33,6 +33,12 @@ func with(h http.Header, extra http.Header) http.Header {
 	return out
 }
 
+// TestOutbound is the table of the outbound request's header: hop-by-hop
+// fields (and those Connection names) removed, the forwarding fields
+// (X-Forwarded-For/-Proto/-Host, Forwarded) written from the hop, and
+// extended from those of a trusted hop only, look-alikes with underscores
+// dropped, K-Original-Host taken for the host; every other field exactly
+// as it came.
 func TestOutbound(t *testing.T) {
 	t.Parallel()
 	trustedHop := Hop{Peer: peer4, Trusted: true}
@@ -385,6 +391,10 @@ func TestOutbound(t *testing.T) {
 	}
 }
 
+// TestOutboundFields: the protocol and host the outbound request is
+// forwarded for come from the hop (TLS, the request's host) or, from a
+// trusted hop, from the first non-empty X-Forwarded-Proto and -Host; a
+// WebSocket upgrade and "TE: trailers" are recognised.
 func TestOutboundFields(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -448,6 +458,10 @@ func TestOutboundFields(t *testing.T) {
 	}
 }
 
+// TestForward: Forward keeps end-to-end fields and refuses the hop-by-hop
+// ones (RFC 9110 section 7.6.1), those the Connection field names, the
+// framing, routing and forwarding fields queue writes itself, and the
+// underscore look-alikes of the forwarding fields.
 func TestForward(t *testing.T) {
 	t.Parallel()
 	h := http.Header{Connection: {"keep-alive, X-Named", "x-also-named"}}
@@ -499,6 +513,8 @@ func TestForward(t *testing.T) {
 	}
 }
 
+// TestIsHopByHop: the fixed hop-by-hop fields and those the Connection
+// lines name (in any case) are hop-by-hop; no other field is.
 func TestIsHopByHop(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -589,6 +605,10 @@ func TestOneTable(t *testing.T) {
 	}
 }
 
+// TestParseTrust: a trust list of prefixes and addresses (IPv4-mapped ones
+// unmapped, zones dropped) is parsed to what Contains accepts, "none" and
+// an empty list trust nothing, and String gives back a list ParseTrust
+// reads to the same.
 func TestParseTrust(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -626,8 +646,9 @@ func TestParseTrust(t *testing.T) {
 			trusted:    []string{"192.0.2.1", "::ffff:192.0.2.1"},
 			notTrusted: []string{"192.0.2.2"},
 		},
-		// BUG: an IPv4-mapped prefix is kept as it is, but Contains unmaps
-		// the peer first, so the entry can never match anything.
+		// An IPv4-mapped prefix is the IPv4 prefix it maps: Contains
+		// unmaps the peer before it looks, so a prefix kept mapped would
+		// match nothing.
 		{
 			name:       "mapped prefix",
 			in:         "::ffff:10.0.0.0/104",
@@ -697,6 +718,8 @@ func TestParseTrust(t *testing.T) {
 	}
 }
 
+// TestParseTrustError: an entry that is neither a prefix nor an address
+// is refused with a *TrustError naming it, and nothing is trusted.
 func TestParseTrustError(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -712,9 +735,8 @@ func TestParseTrustError(t *testing.T) {
 		{name: "none inside a list", in: "10.0.0.0/8,none", wantEntry: "none"},
 		{name: "bracketed", in: "[::1]", wantEntry: "[::1]"},
 		{name: "with port", in: "127.0.0.1:80", wantEntry: "127.0.0.1:80"},
-		// BUG: netip.ParseAddr takes "eth0/10" for a zone, so the entry is
-		// accepted as the single address fe80:: (String "fe80::/128"), not
-		// refused.
+		// A prefix has no zone: the entry is refused, not read (as
+		// netip.ParseAddr would) as the address fe80:: in zone "eth0/10".
 		{name: "zoned prefix", in: "fe80::%eth0/10", wantEntry: "fe80::%eth0/10"},
 	}
 	for _, tt := range tests {
@@ -738,6 +760,7 @@ func TestParseTrustError(t *testing.T) {
 	}
 }
 
+// TestZeroTrust: the zero Trust trusts no peer.
 func TestZeroTrust(t *testing.T) {
 	t.Parallel()
 	var tr Trust
@@ -784,10 +807,9 @@ func TestOutboundAllocs(t *testing.T) {
 			},
 			hop: Hop{Peer: peer4in, Trusted: true},
 		},
-		// BUG: appendXFFNode tries netip.ParseAddrPort first; for a node
-		// without a port (the usual X-Forwarded-For form) the failed parse
-		// allocates its error: 1 alloc for "198.51.100.1", 2 for a token such
-		// as "unknown", up to 4 for "::ffff:198.51.100.2" or "fe80::1%eth0".
+		// A node without a port (the usual X-Forwarded-For form), an
+		// address or a token, costs no allocation either: no failed
+		// parse's error is made for it.
 		{
 			name: "trusted from x-forwarded bare address",
 			h:    http.Header{"Accept": {"*/*"}, XForwardedFor: {"198.51.100.1"}},

@@ -43,6 +43,14 @@ import (
 	"knative.dev/serving/pkg/reconciler/revision/resources"
 )
 
+// failAfter bounds each request the tests make, and the waits for queue to
+// start and stop: the failure bound only, never waited out by a passing
+// test.
+const failAfter = 30 * time.Second
+
+// client is the tests' HTTP client: every request has its deadline.
+var client = &http.Client{Timeout: failAfter}
+
 // The revision the test deploys, and the pod Kubernetes would run it in.
 const (
 	namespace = "default"
@@ -210,14 +218,14 @@ func TestKnativeReconciler(t *testing.T) {
 	}
 	probe.Header.Set("User-Agent", "kube-probe/1.31")
 	probe.Header.Set("K-Network-Probe", "queue")
-	if res, err := http.DefaultClient.Do(probe); err != nil {
+	if res, err := client.Do(probe); err != nil {
 		t.Fatal(err)
 	} else {
 		res.Body.Close()
 	}
 
 	// A request: proxied, counted, logged with the template, traced.
-	res, err := http.Get("http://127.0.0.1:8012/greet")
+	res, err := client.Get("http://127.0.0.1:8012/greet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +237,7 @@ func TestKnativeReconciler(t *testing.T) {
 
 	// The TLS policy: 1.2 only, the given suites and curve.
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}
-	res, err = (&http.Client{Transport: tr}).Get("https://127.0.0.1:8112/tls")
+	res, err = (&http.Client{Transport: tr, Timeout: failAfter}).Get("https://127.0.0.1:8112/tls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +247,7 @@ func TestKnativeReconciler(t *testing.T) {
 		st.CurveID != tls.CurveP384 || res.Proto != "HTTP/2.0" {
 		t.Errorf("TLS %x %s %v %s, want 1.2, a listed suite, P-384, HTTP/2", st.Version, tls.CipherSuiteName(st.CipherSuite), st.CurveID, res.Proto)
 	}
-	c, err := tls.Dial("tcp", "127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS13})
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: failAfter}, "tcp", "127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS13})
 	if err == nil {
 		c.Close()
 		t.Error("a TLS 1.3-only client got in past QUEUE_PROXY_TLS_MAX_VERSION=1.2")
@@ -255,15 +263,19 @@ func TestKnativeReconciler(t *testing.T) {
 		t.Errorf("the reconciler declares no port 8008 with runtime profiling on: %v", container.Ports)
 	}
 	for url, want := range map[string]int{"http://127.0.0.1:8008/debug/pprof/cmdline": 200, "http://127.0.0.1:8022/debug/pprof/cmdline": 404} {
-		if res, err := http.Get(url); err != nil || res.StatusCode != want {
-			t.Errorf("%s: %v %v, want %d", url, err, res, want)
-		} else {
-			res.Body.Close()
+		res, err := client.Get(url)
+		if err != nil {
+			t.Errorf("%s: %v, want %d", url, err, want)
+			continue
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("%s: %d, want %d", url, res.StatusCode, want)
 		}
 	}
 
 	// Prometheus: Knative's families, with the revision's identity.
-	res, err = http.Get("http://127.0.0.1:9091/metrics")
+	res, err = client.Get("http://127.0.0.1:9091/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +297,7 @@ func TestKnativeReconciler(t *testing.T) {
 		}
 	}
 	// The autoscaler's Stat names the pod.
-	if res, err := http.Get("http://127.0.0.1:9090/metrics"); err != nil {
+	if res, err := client.Get("http://127.0.0.1:9090/metrics"); err != nil {
 		t.Error(err)
 	} else {
 		b, _ := io.ReadAll(res.Body)
@@ -295,13 +307,15 @@ func TestKnativeReconciler(t *testing.T) {
 		}
 	}
 
-	// SIGINT: drain at once, flush the traces, exit 0.
+	// SIGINT: drain at once, flush the traces, exit 0. Queue has exited
+	// when interrupt returns: the flush is over, and its export has
+	// reached the collector (the wait is only a bound).
 	q.interrupt(t)
 	flushed := make(chan struct{})
 	go func() { exports.Wait(); close(flushed) }()
 	select {
 	case <-flushed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(failAfter):
 		t.Error("no trace reached the collector that OBSERVABILITY_CONFIG names")
 	}
 	if n := controlPlane.Load(); n != 0 {
@@ -386,8 +400,9 @@ func inNamespace(t *testing.T, name string) bool {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/queue: %v\n%s", err, out)
 	}
+	// The run inside has its own bound: a binary run directly has none.
 	cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-		os.Args[0], "-test.run", "^"+name+"$", "-test.v", "-test.count=1")
+		os.Args[0], "-test.run", "^"+name+"$", "-test.v", "-test.count=1", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), "QUEUE_TEST_BINARY="+bin)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
@@ -529,7 +544,7 @@ func startQueue(t *testing.T, env []string, certDir string) *queueProcess {
 }
 
 // interrupt sends queue SIGINT, which drains at once and flushes what it
-// exports, and wants it to exit 0 within 30 s.
+// exports, and wants it to exit 0 (within failAfter, a failure bound).
 func (q *queueProcess) interrupt(t *testing.T) {
 	t.Helper()
 	q.cmd.Process.Signal(syscall.SIGINT)
@@ -539,19 +554,21 @@ func (q *queueProcess) interrupt(t *testing.T) {
 		if err != nil {
 			t.Errorf("queue exited with %v after SIGINT", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("queue did not stop on SIGINT")
+	case <-time.After(failAfter):
+		t.Fatalf("queue did not stop within %v of SIGINT", failAfter)
 	}
 }
 
-// waitReady polls the admin port until queue says ready.
+// waitReady polls the admin port until queue says ready (no event tells
+// it), for failAfter at most.
 func waitReady(t *testing.T, exited <-chan error) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(failAfter)
+	poll := &http.Client{Timeout: time.Second}
 	for {
-		if res, err := http.Get("http://127.0.0.1:8022/ready"); err == nil {
+		if res, err := poll.Get("http://127.0.0.1:8022/ready"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
 				return
@@ -561,7 +578,7 @@ func waitReady(t *testing.T, exited <-chan error) {
 		case err := <-exited:
 			t.Fatalf("queue exited: %v", err)
 		case <-deadline:
-			t.Fatal("queue not ready in 20 s")
+			t.Fatalf("queue not ready within %v", failAfter)
 		case <-tick.C:
 		}
 	}

@@ -37,6 +37,26 @@ func inFlight(l *Limiter) int {
 	return int(held)
 }
 
+// failAfter bounds the waits of the tests that run on the real clock: the
+// failure bound only, never waited out by a passing test.
+const failAfter = 30 * time.Second
+
+// waitAll waits for wg within failAfter, and fails the test if it does not
+// come: a limiter that loses a wakeup leaves a goroutine waiting for ever.
+func waitAll(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(failAfter):
+		t.Fatalf("%s not done within %v: a waiter was never woken", what, failAfter)
+	}
+}
+
 // checkIdle fails unless no slot is held and nobody waits.
 func checkIdle(t testing.TB, l *Limiter) {
 	t.Helper()
@@ -48,6 +68,9 @@ func checkIdle(t testing.TB, l *Limiter) {
 	}
 }
 
+// TestNew: New accepts a capacity from 1 to MaxInt32, a queue depth from 0
+// to MaxInt32 and a max wait of 0 or more, and names the field it
+// refuses.
 func TestNew(t *testing.T) {
 	t.Parallel()
 	tooBig64 := int64(math.MaxInt32) + 1
@@ -88,6 +111,9 @@ func TestNew(t *testing.T) {
 	}
 }
 
+// TestErrors: the limiter's refusals are 503s (Unavailable) and match
+// their own sentinel only; a deadline's wraps context.DeadlineExceeded as
+// well; a cancellation is not a 503.
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	deadline := fmt.Errorf("%w: %w", ErrQueueTimeout, context.DeadlineExceeded)
@@ -174,7 +200,7 @@ func TestNeverOverCapacity(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg, "the storm")
 			if got := peak.Load(); got > int64(tt.capacity) || got < 1 {
 				t.Errorf("most in flight = %d, want 1..%d", got, tt.capacity)
 			}
@@ -189,6 +215,8 @@ func TestNeverOverCapacity(t *testing.T) {
 	}
 }
 
+// TestQueueFull: with every slot held and QueueDepth waiters queued, one
+// more Acquire is refused with ErrQueueFull at once.
 func TestQueueFull(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -508,7 +536,7 @@ func TestNoLeakAfterCancellations(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg, "the storm")
 			checkIdle(t, l)
 			// Every slot is usable again.
 			for range tt.capacity {
@@ -524,6 +552,8 @@ func TestNoLeakAfterCancellations(t *testing.T) {
 	}
 }
 
+// TestReleaseWithoutAcquire: a Release with no slot held frees nothing:
+// the capacity stays what it was.
 func TestReleaseWithoutAcquire(t *testing.T) {
 	t.Parallel()
 	l := mustNew(t, Config{Capacity: 1})
@@ -537,6 +567,8 @@ func TestReleaseWithoutAcquire(t *testing.T) {
 	}
 }
 
+// TestAcquireReleaseAllocs: an Acquire with a free slot and its Release
+// allocate nothing.
 func TestAcquireReleaseAllocs(t *testing.T) {
 	l := mustNew(t, Config{Capacity: 4, QueueDepth: 4, MaxWait: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestConnectNow: a literal address is probed by the raw fast path, which
@@ -44,13 +47,9 @@ func TestConnectNow(t *testing.T) {
 		t.Errorf("connectNow(host name) = %v, %v; want the dialer's turn", ok, err)
 	}
 
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := closed.Addr().String()
-	closed.Close()
-	ok, err = connectNow(addr)
+	// A port held for the test, that nothing listens on: a port merely
+	// closed may be taken meanwhile by another test's listener.
+	ok, err = connectNow(testnet.ReservePort(t))
 	var oe *net.OpError
 	if !ok || !errors.Is(err, syscall.ECONNREFUSED) || !errors.As(err, &oe) || oe.Op != "dial" {
 		t.Errorf("connectNow(closed port) = %v, %v; want the fast path and the dialer's refusal", ok, err)
@@ -63,19 +62,13 @@ func TestConnectNow(t *testing.T) {
 func TestConnectNowReusesRefused(t *testing.T) {
 	for _, network := range []string{"tcp4", "tcp6"} {
 		t.Run(network, func(t *testing.T) {
-			host := "127.0.0.1"
-			if network == "tcp6" {
-				host = "::1"
-			}
-			ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close()
-			spare := &spares[0]
-			if network == "tcp6" {
-				spare = &spares[1]
+			// A port held for the test, that nothing listens on.
+			var host, addr string
+			var spare *atomic.Int64
+			if network == "tcp4" {
+				host, addr, spare = "127.0.0.1", testnet.ReservePort(t), &spares[0]
+			} else {
+				host, addr, spare = "::1", testnet.ReservePort6(t), &spares[1]
 			}
 			var fds []int64
 			for range 3 {
@@ -90,8 +83,8 @@ func TestConnectNowReusesRefused(t *testing.T) {
 			if len(fds) < 2 || fds[0] == 0 || fds[len(fds)-1] != fds[0] {
 				t.Fatalf("spare sockets after each refusal: %v; want one socket kept and used again", fds)
 			}
-			// A listener (on another port: this one may be taken by now).
-			ln, err = net.Listen(network, net.JoinHostPort(host, "0"))
+			// A listener, on another port.
+			ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,8 @@ import (
 	"github.com/queue-dev/queue/probe"
 )
 
+// TestTCP: a TCP probe succeeds on a port that accepts and fails on one
+// that refuses, by address and by host name.
 func TestTCP(t *testing.T) {
 	t.Parallel()
 	open, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,12 +41,12 @@ func TestTCP(t *testing.T) {
 			c.Close()
 		}
 	}()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	// Held for the test: no other test's listener can take the port.
+	closedAddr := testnet.ReservePort(t)
+	_, closedPort, err := net.SplitHostPort(closedAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
 
 	tests := []struct {
 		name    string
@@ -55,7 +57,7 @@ func TestTCP(t *testing.T) {
 		{name: "closed port", addr: closedAddr, wantErr: true},
 		// A host name is dialed (no raw fast path, connect_linux.go).
 		{name: "listening, by name", addr: "localhost:" + port(open.Addr())},
-		{name: "closed port, by name", addr: "localhost:" + port(closed.Addr()), wantErr: true},
+		{name: "closed port, by name", addr: "localhost:" + closedPort, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +72,8 @@ func TestTCP(t *testing.T) {
 
 func port(a net.Addr) string { return strconv.Itoa(a.(*net.TCPAddr).Port) }
 
+// TestHTTPStatus: an HTTP probe is ready on a status from 200 to 399 and
+// not on 400 or above, and does not follow a redirect.
 func TestHTTPStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -113,6 +117,9 @@ func TestHTTPStatus(t *testing.T) {
 	}
 }
 
+// TestHTTPRequest: the probe's request is a GET of its URL's path and
+// query, with its Host and header if set, and the probe's User-Agent
+// unless the header sets one.
 func TestHTTPRequest(t *testing.T) {
 	t.Parallel()
 	type seen struct {
@@ -158,13 +165,23 @@ func TestHTTPRequest(t *testing.T) {
 			if err := p.Probe(t.Context()); err != nil {
 				t.Fatalf("Probe() = %v, want nil", err)
 			}
-			if got, want := <-got, tt.want(strings.TrimPrefix(srv.URL, "http://")); got != want {
-				t.Errorf("server saw %+v, want %+v", got, want)
+			// The handler sends before it answers: a probe that got its
+			// answer finds the request there.
+			select {
+			case got := <-got:
+				if want := tt.want(strings.TrimPrefix(srv.URL, "http://")); got != want {
+					t.Errorf("server saw %+v, want %+v", got, want)
+				}
+			default:
+				t.Fatal("the probe succeeded, but the server's handler saw no request")
 			}
 		})
 	}
 }
 
+// TestHTTPTimeout: a probe of a server that never answers fails with
+// context.DeadlineExceeded once its Timeout has passed, not the longer
+// DefaultTimeout.
 func TestHTTPTimeout(t *testing.T) {
 	t.Parallel()
 	block := make(chan struct{})
@@ -205,6 +222,10 @@ func startGRPC(t *testing.T, statuses map[string]healthpb.HealthCheckResponse_Se
 	return lis.Addr().String()
 }
 
+// TestGRPC: a gRPC health probe is ready only on SERVING for its service
+// (the server's overall status when none is named); NOT_SERVING and the
+// unknown statuses are ErrNotServing, an unknown service an error of
+// another kind.
 func TestGRPC(t *testing.T) {
 	t.Parallel()
 	const (
@@ -253,6 +274,9 @@ func (c *counted) Probe(context.Context) error {
 	return c.err
 }
 
+// TestNoneAll: None is always ready; All is ready when every prober is,
+// calls them in order and stops at the first failure, whose error it
+// returns.
 func TestNoneAll(t *testing.T) {
 	t.Parallel()
 	errDown := errors.New("down")
@@ -412,6 +436,10 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+// TestWatcherColdStart: an upstream that starts accepting is probed every
+// FastInterval from the start and seen ready at the first probe after it
+// accepts (Changed closed, one "upstream ready" line, no line for the
+// failures before); once ready it is probed every RelaxedInterval.
 func TestWatcherColdStart(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -506,6 +534,10 @@ func TestWatcherColdStart(t *testing.T) {
 	})
 }
 
+// TestWatcherFailureWhileReady: a ready upstream that fails is probed every
+// FastInterval, turns unready only after three failures in a row (a
+// success between resets the count) and ready again at the next success;
+// each change closes Changed and logs one line.
 func TestWatcherFailureWhileReady(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -582,6 +614,8 @@ func equal(a, b []time.Duration) bool {
 	return true
 }
 
+// TestWatcherThresholds: a ready upstream turns unready after
+// FailureThreshold failures in a row (3 when unset), not one before.
 func TestWatcherThresholds(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -621,6 +655,8 @@ func TestWatcherThresholds(t *testing.T) {
 	}
 }
 
+// TestWatcherSuccessThreshold: with SuccessThreshold 2, an unready
+// upstream turns ready after two successes in a row, not after one.
 func TestWatcherSuccessThreshold(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -640,6 +676,9 @@ func TestWatcherSuccessThreshold(t *testing.T) {
 	})
 }
 
+// TestWatcherPeriod: with a Period set, the upstream is probed every
+// Period whatever its state, and turns ready and unready on the same
+// thresholds.
 func TestWatcherPeriod(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -682,6 +721,9 @@ func TestWatcherPeriod(t *testing.T) {
 	})
 }
 
+// TestWatcherManyFailuresLogNothing: an upstream that never accepts is
+// probed every FastInterval in its first second, and neither logs nor
+// closes Changed.
 func TestWatcherManyFailuresLogNothing(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -728,6 +770,9 @@ func countIn(calls []time.Duration, from, to time.Duration) int {
 	return n
 }
 
+// TestWatcherBacksOffWhenNobodyAsks: an upstream that never accepts is
+// probed every FastInterval for StartWindow, then less and less often, the
+// wait growing to MaxBackoff and no further.
 func TestWatcherBacksOffWhenNobodyAsks(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -884,7 +929,7 @@ func TestWatcherDemandRepeated(t *testing.T) {
 					t.Errorf("ready at %v, want %v (the first probe after the upstream accepts at %v)", got, want, upAt)
 				}
 				// Once ready, the requests leave the relaxed pace alone.
-				if got := s.times(); !equal(got[len(got)-len(want):], want) || countIn(got, upAt, time.Since(start)+time.Nanosecond) != 1 {
+				if got := s.times(); len(got) < len(want) || !equal(got[len(got)-len(want):], want) || countIn(got, upAt, time.Since(start)+time.Nanosecond) != 1 {
 					t.Errorf("probe times from the first request = %v, want %v and none after", got[len(got)-min(len(got), len(want)+1):], want)
 				}
 				for range n {
@@ -941,6 +986,8 @@ func TestWatcherDemandCost(t *testing.T) {
 	})
 }
 
+// TestWatcherDemandWithPeriod: with a Period set, a Demand does not probe
+// out of the period's turn.
 func TestWatcherDemandWithPeriod(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -958,6 +1005,9 @@ func TestWatcherDemandWithPeriod(t *testing.T) {
 	})
 }
 
+// TestWatcherWaitReady: WaitReady returns true at the first held probe that
+// finds the upstream ready, and false when its wait or its context ends
+// first, at that moment.
 func TestWatcherWaitReady(t *testing.T) {
 	t.Parallel()
 	const max = 800 * time.Millisecond
@@ -1020,6 +1070,8 @@ func TestWatcherWaitReady(t *testing.T) {
 	}
 }
 
+// TestWatcherWaitReadyWhenReady: WaitReady on a ready upstream returns true
+// at once, and its probe takes the place of the timer's next one.
 func TestWatcherWaitReadyWhenReady(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -1090,13 +1142,7 @@ func TestWatcherFailureThenBackOff(t *testing.T) {
 // BenchmarkRefusedProbe measures a TCP probe of a closed loopback port:
 // what each probe costs while the upstream is down.
 func BenchmarkRefusedProbe(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	p := probe.TCP{Addr: addr, Timeout: time.Second}
+	p := probe.TCP{Addr: testnet.ReservePort(b), Timeout: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := p.Probe(b.Context()); err == nil {

@@ -34,6 +34,11 @@ func times(n int, e event) []event {
 	return ev
 }
 
+// TestWindowArithmetic: a window's average concurrency is the area under
+// the count of requests in flight divided by its length, its request rate
+// the arrivals divided by its length, proxied requests counted in both
+// totals and in their own; areas too large for one segment are folded,
+// not lost.
 func TestWindowArithmetic(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -134,6 +139,8 @@ func TestWindowArithmetic(t *testing.T) {
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
+// TestPackRoundTrip: unpack gives back what pack was given, at the edges
+// of each field's range.
 func TestPackRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -183,6 +190,9 @@ func TestConcurrentExact(t *testing.T) {
 		}()
 	}
 	var seen [workers]int64
+	// The failure bound of the whole test: a worker's updates are
+	// lock-free and take microseconds each.
+	deadline := time.Now().Add(time.Minute)
 	waitProgress := func() {
 		for w := range workers {
 			for {
@@ -190,6 +200,9 @@ func TestConcurrentExact(t *testing.T) {
 				if p < 0 || p > seen[w] {
 					seen[w] = p
 					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("worker %d made no progress since update %d, a minute into the test", w, seen[w])
 				}
 				runtime.Gosched()
 			}
@@ -388,7 +401,13 @@ func TestConcurrentReaders(t *testing.T) {
 				})
 			}
 			close(start)
-			wg.Wait()
+			finished := make(chan struct{})
+			go func() { wg.Wait(); close(finished) }()
+			select {
+			case <-finished:
+			case <-time.After(time.Minute): // a failure bound: the work takes milliseconds
+				t.Fatal("the workers and readers did not finish within a minute")
+			}
 			if len(closed) == 0 {
 				t.Fatal("the readers closed no window")
 			}
@@ -433,6 +452,10 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 }
 
+// TestHandler: the Handler counts a request as active while it runs, keeps
+// http.Flusher and the ResponseController's reach, reports its status and
+// bytes to OnDone and to the metrics, and neither counts nor reports a
+// kubelet probe.
 func TestHandler(t *testing.T) {
 	t.Parallel()
 	var got struct {

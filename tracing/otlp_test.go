@@ -81,6 +81,10 @@ func decode(t *testing.T, b []byte) *collectortracepb.ExportTraceServiceRequest 
 	return &req
 }
 
+// TestEncodeSpan: a span with every field the OTLP trace proto has (ids,
+// trace state, parent, attributes of every value type, events, links,
+// dropped counts, status, flags) decodes, with the proto's own types, to
+// the message the OTLP specification gives for it.
 func TestEncodeSpan(t *testing.T) {
 	t.Parallel()
 	ts, err := trace.ParseTraceState("vendor=abc")
@@ -274,6 +278,9 @@ func TestEncodeSpan(t *testing.T) {
 	}
 }
 
+// TestEncodeGroups: spans are grouped by resource (equal resources being
+// one) and, within it, by instrumentation scope, in the order each group
+// first appears; a nil span is skipped.
 func TestEncodeGroups(t *testing.T) {
 	t.Parallel()
 	resA := resource.NewSchemaless(attribute.String("service.name", "a"))
@@ -298,7 +305,11 @@ func TestEncodeGroups(t *testing.T) {
 	// service.name -> scope name -> span names
 	var layout []string
 	for _, rs := range got.GetResourceSpans() {
-		line := rs.GetResource().GetAttributes()[0].GetValue().GetStringValue() + ":"
+		attrs := rs.GetResource().GetAttributes()
+		if len(attrs) == 0 {
+			t.Fatalf("a resource without its attributes:\n%s", prototext.Format(got))
+		}
+		line := attrs[0].GetValue().GetStringValue() + ":"
 		for _, ss := range rs.GetScopeSpans() {
 			line += " " + ss.GetScope().GetName() + "["
 			for i, s := range ss.GetSpans() {
@@ -316,6 +327,8 @@ func TestEncodeGroups(t *testing.T) {
 	}
 }
 
+// TestEncodeLongMessage: a message whose length needs a varint of one,
+// two, three or more bytes decodes whole.
 func TestEncodeLongMessage(t *testing.T) {
 	t.Parallel()
 	// Lengths of 128 bytes and more take a two-byte varint, 16 KiB three:
@@ -324,7 +337,12 @@ func TestEncodeLongMessage(t *testing.T) {
 		stub := stubSpan("s", resource.Empty(), instrumentation.Scope{})
 		stub.Attributes = []attribute.KeyValue{attribute.String("big", strings.Repeat("x", n))}
 		got := decode(t, appendExportRequest(nil, []sdktrace.ReadOnlySpan{stub.Snapshot()}))
-		attrs := got.GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()[0].GetAttributes()
+		rs := got.GetResourceSpans()
+		if len(rs) != 1 || len(rs[0].GetScopeSpans()) != 1 || len(rs[0].GetScopeSpans()[0].GetSpans()) != 1 {
+			t.Errorf("attribute of %d bytes: want one resource, scope and span, got %d resources", n, len(rs))
+			continue
+		}
+		attrs := rs[0].GetScopeSpans()[0].GetSpans()[0].GetAttributes()
 		if len(attrs) != 1 || len(attrs[0].GetValue().GetStringValue()) != n {
 			t.Errorf("attribute of %d bytes did not survive the round trip", n)
 		}

@@ -212,6 +212,12 @@ func upstreamContext(t *testing.T, h http.Header, format string) (traceID, spanI
 	return "", "", false
 }
 
+// TestHandlerPropagation: the Handler reads the incoming trace context in
+// the configured propagation formats and joins its trace (a malformed one
+// is ignored), samples as OTEL_TRACES_SAMPLER and the sample rate decide,
+// exports the span only when sampled, and passes the context on to the
+// upstream in the configured formats; baggage and the headers of formats
+// not configured reach the upstream as they came.
 func TestHandlerPropagation(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -486,6 +492,10 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 	return m
 }
 
+// TestSpanAttributes: the server span is named after the method (HTTP for
+// one outside the standard set) and carries OpenTelemetry's HTTP server
+// attributes; the response status is read from a writer that reports it
+// (directly or by Unwrap), and a 5xx makes the span an error.
 func TestSpanAttributes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -567,6 +577,9 @@ func TestSpanAttributes(t *testing.T) {
 	}
 }
 
+// TestResource: the spans' resource has service.name "queue" by default,
+// Config's name and attributes, and OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_SERVICE_NAME over them, in that order of precedence.
 func TestResource(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -611,6 +624,9 @@ func TestResource(t *testing.T) {
 	}
 }
 
+// TestExportRequest: one export carries the spans of a request, as
+// protobuf, with the headers of OTEL_EXPORTER_OTLP_HEADERS (the signal's
+// own winning) and gzip when asked for.
 func TestExportRequest(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -654,6 +670,8 @@ func TestExportRequest(t *testing.T) {
 	}
 }
 
+// TestExportFailure: an export the receiver refuses makes Shutdown return
+// an error and is logged once, however many spans it had.
 func TestExportFailure(t *testing.T) {
 	t.Parallel()
 	// 400 is not retried (OTLP/HTTP "Failures"), so the export fails at once.
@@ -675,6 +693,8 @@ func TestExportFailure(t *testing.T) {
 	}
 }
 
+// TestHandlerPanic: a panic in the handler behind the Handler goes on up,
+// and its span is still exported, with an error status.
 func TestHandlerPanic(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, 0)
@@ -698,6 +718,8 @@ func TestHandlerPanic(t *testing.T) {
 	}
 }
 
+// TestNewOff: without an exporter to use New returns a nil Tracer and no
+// error, and the nil Tracer's Handler passes requests on untouched.
 func TestNewOff(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -740,11 +762,11 @@ func TestNewOff(t *testing.T) {
 	}
 }
 
+// TestNewOnWithoutEndpoint: OTEL_TRACES_EXPORTER=otlp alone (the default
+// endpoint, localhost:4318, where nothing need listen) turns tracing on,
+// and a Shutdown with nothing to export returns nil.
 func TestNewOnWithoutEndpoint(t *testing.T) {
 	t.Parallel()
-	// OTEL_TRACES_EXPORTER=otlp alone means the default localhost:4318; New
-	// does not connect, and a Shutdown with nothing to export does not
-	// either.
 	tr := newTracer(t, tracing.Config{Getenv: func(k string) string {
 		return map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}[k]
 	}})
@@ -753,6 +775,8 @@ func TestNewOnWithoutEndpoint(t *testing.T) {
 	}
 }
 
+// TestNewErrors: New refuses a configuration it cannot honour with an error
+// that names the variable (or field) at fault and quotes no header value.
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	const endpoint = "http://127.0.0.1:4318"

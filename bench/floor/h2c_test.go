@@ -13,8 +13,8 @@ import (
 
 // TestRelayH2C sends 64 concurrent GETs with net/http's client over h2c
 // (prior knowledge) through the relay's h2c listener and checks each
-// answer (status, body, the upstream's fields in
-// lower case, a Date the relay adds) and what the upstream saw: the
+// answer (status, body, the upstream's fields, which net/http's client
+// takes only in lower case, a Date the relay adds) and what the upstream saw: the
 // request line, Host from :authority, the client's fields, and with
 // -forward the forwarding fields; over at most as many upstream
 // connections as there were streams at once.

@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// TestContentLength: contentLength finds a response head's Content-Length
+// field in any case and reads its value as a non-negative decimal that
+// fits an int; a head without one, or with a value that is not such a
+// number, is an error.
 func TestContentLength(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -147,8 +151,13 @@ func startRelay(t *testing.T, up *httptest.Server, forward, h2c bool) string {
 	go func() { done <- serve(ln, up.Listener.Addr().String(), forward, h2c) }()
 	t.Cleanup(func() {
 		ln.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("serve did not return within 10s of its listener's close")
 		}
 	})
 	return ln.Addr().String()

@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// TestParseMountinfo: the cgroup v1 cpu and cpuacct mounts (apart or
+// joined) and the cgroup v2 mount are found in /proc/self/mountinfo lines;
+// cpuset is not taken for cpu.
 func TestParseMountinfo(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -56,6 +59,8 @@ func TestParseMountinfo(t *testing.T) {
 	}
 }
 
+// TestParseKV: a cgroup stat file's "key value" lines are read into a map;
+// a line whose value is not a number, or that has more fields, is left out.
 func TestParseKV(t *testing.T) {
 	t.Parallel()
 	kv := parseKV("usage_usec 1234\nnr_periods 10\nnr_throttled 3\nbad line here\nword x\n")
@@ -81,6 +86,8 @@ func TestParseKV(t *testing.T) {
 	}
 }
 
+// TestUsageSub: the usage between two readings is the difference of each
+// counter.
 func TestUsageSub(t *testing.T) {
 	t.Parallel()
 	got := usage{cpuNanos: 5000, periods: 30, throttled: 4}.sub(usage{cpuNanos: 1000, periods: 10, throttled: 1})
@@ -89,6 +96,9 @@ func TestUsageSub(t *testing.T) {
 	}
 }
 
+// TestParseSwitches: a thread's context switches are its voluntary and
+// nonvoluntary counts from /proc status, added; either missing, or not a
+// number, is an error.
 func TestParseSwitches(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -115,6 +125,8 @@ func TestParseSwitches(t *testing.T) {
 	}
 }
 
+// TestSwitchesSince: the switches between two readings sum each thread's
+// growth, a new thread counted from 0 and an ended one left out.
 func TestSwitchesSince(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -137,6 +149,8 @@ func TestSwitchesSince(t *testing.T) {
 	}
 }
 
+// TestReadSwitchesSelf: this process's threads are found and read; a PID
+// that does not exist has none.
 func TestReadSwitchesSelf(t *testing.T) {
 	t.Parallel()
 	// This process has threads with counters; a PID that cannot exist has none.
@@ -148,6 +162,9 @@ func TestReadSwitchesSelf(t *testing.T) {
 	}
 }
 
+// TestParseReport: a vegeta JSON report gives the request count, the
+// success ratio and the latency percentiles; text that is not JSON is an
+// error.
 func TestParseReport(t *testing.T) {
 	t.Parallel()
 	in := `{"latencies":{"total":1,"mean":2,"50th":1500000,"90th":3,"95th":4,"99th":4200000,"max":5,"min":6},
@@ -179,6 +196,8 @@ func TestParseReport(t *testing.T) {
 	}
 }
 
+// TestFindGauge: a metric's value is read from a Prometheus page by its
+// exact name, "-" when absent.
 func TestFindGauge(t *testing.T) {
 	t.Parallel()
 	page := "# HELP go_sched_gomaxprocs_threads x\n# TYPE go_sched_gomaxprocs_threads gauge\n" +
@@ -200,6 +219,8 @@ func TestFindGauge(t *testing.T) {
 	}
 }
 
+// TestVerdict: a figure meets its limit at or under it (at or over it for
+// an "at least" target), and has no verdict without a figure.
 func TestVerdict(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -225,6 +246,10 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestWriteTable: the results table has a row per idle figure with its
+// target and verdict (a row measured over other than 30 s scaled to its
+// length), the wake-ups row, and a row per throttled rate comparing the
+// peers, "-" where a figure is missing.
 func TestWriteTable(t *testing.T) {
 	t.Parallel()
 	summary := `part	peer	case	figure	value
@@ -278,6 +303,8 @@ throttled	queue	2000	p99_ms	80
 	}
 }
 
+// TestWriteTableBaseline: with a baseline build's figures, the idle rows
+// have a column for it and the ratio of queue's to it.
 func TestWriteTableBaseline(t *testing.T) {
 	t.Parallel()
 	summary := `part	peer	case	figure	value
@@ -308,6 +335,7 @@ rest	queue	c	first200_ms	4.0
 	}
 }
 
+// TestWriteTableEmpty: no figures make no table.
 func TestWriteTableEmpty(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
@@ -317,6 +345,9 @@ func TestWriteTableEmpty(t *testing.T) {
 	}
 }
 
+// TestEvery (on synctest's clock): requests go out once a period, one at a
+// time (a slow one delays the next), until max are sent or the context
+// ends.
 func TestEvery(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -84,6 +84,9 @@ func TestSoakSmoke(t *testing.T) {
 	}
 }
 
+// TestClassify: a failure is put down to a kill when it was in flight at
+// the kill, or started between the kill and the window's end; to no fault
+// otherwise, nor to a window still open.
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
@@ -182,6 +185,9 @@ func TestRecorder(t *testing.T) {
 	})
 }
 
+// TestParseProc: the RSS, CPU time and goroutine count are read from
+// /proc status, /proc stat (a command name with spaces and parentheses
+// included) and the metrics page; a text without the figure is an error.
 func TestParseProc(t *testing.T) {
 	t.Parallel()
 	t.Run("rss", func(t *testing.T) {
@@ -219,6 +225,8 @@ func TestParseProc(t *testing.T) {
 	})
 }
 
+// TestDrift: a child's descriptors, goroutines and RSS past the
+// baseline's slack are named, and a child within it is settled.
 func TestDrift(t *testing.T) {
 	t.Parallel()
 	s := slack{fds: 4, goroutines: 10, rssMiB: 8}
@@ -252,6 +260,8 @@ func TestDrift(t *testing.T) {
 	}
 }
 
+// TestKillsCell: the kills cell gives their number, then how many lasted
+// each downtime.
 func TestKillsCell(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -273,6 +283,9 @@ func TestKillsCell(t *testing.T) {
 	}
 }
 
+// TestParseFlags: the defaults and consistent flags parse; a rest not
+// shorter than a phase, no workers, a zero downtime with kills, and a stray
+// argument are refused.
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

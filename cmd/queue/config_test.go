@@ -40,6 +40,8 @@ func runConfigCases(t *testing.T, tests []configCase) {
 	}
 }
 
+// TestParseConfig: flags, QUEUE_* variables and Knative mode's defaults
+// give the Config each case's check describes.
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	tests := []configCase{{
@@ -253,7 +255,9 @@ func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.pem")
-	os.WriteFile(junk, []byte("not a certificate"), 0o600)
+	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ports := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0",
 		"--stats-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
 	tests := []struct {
@@ -325,7 +329,7 @@ func TestConfigErrors(t *testing.T) {
 			cmd.Env = append(cmd.Env, tt.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
-			err := cmd.Run()
+			err := runCmd(t, cmd, childTimeout) // a configuration taken by mistake would serve forever
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 				t.Fatalf("exit = %v, want status 2; stderr %q", err, stderr.String())
@@ -358,7 +362,7 @@ func TestPortInUse(t *testing.T) {
 			"--stats-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		err := cmd.Run()
+		err := runCmd(t, cmd, childTimeout) // a port taken by mistake would serve forever
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			t.Fatalf("%s: exit = %v, want status 1; stderr %q", flag, err, stderr.String())
@@ -369,13 +373,16 @@ func TestPortInUse(t *testing.T) {
 	}
 }
 
+// TestVersion: --version prints queue's version, commit and Go version.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	out, err := queueCmd(t, "--version").Output()
-	if err != nil {
+	cmd := queueCmd(t, "--version")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := runCmd(t, cmd, childTimeout); err != nil {
 		t.Fatalf("--version: %v", err)
 	}
-	if s := string(out); !strings.HasPrefix(s, "queue ") || !strings.Contains(s, "commit ") || !strings.Contains(s, "go1.") {
+	if s := out.String(); !strings.HasPrefix(s, "queue ") || !strings.Contains(s, "commit ") || !strings.Contains(s, "go1.") {
 		t.Errorf("--version printed %q, want version, commit and Go version", s)
 	}
 }

@@ -9,6 +9,7 @@ package main
 //     grpc-go's interop client and server processes.
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -87,6 +88,8 @@ func h2specMessage(report string) string {
 	return fmt.Sprintf("expected %s; got %s", strings.Join(lines[:len(lines)-1], " or "), lines[len(lines)-1])
 }
 
+// TestH2Spec: h2spec's every case passes, none skipped, against the h2c
+// and the TLS serving ports.
 func TestH2Spec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs h2spec")
@@ -118,6 +121,9 @@ func TestH2Spec(t *testing.T) {
 			args := append([]string{"tool", "h2spec", "-h", host, "-p", port, "-j", report, "--timeout", "5"}, tt.args...)
 			cmd := exec.CommandContext(ctx, "go", args...)
 			cmd.Dir = "../.." // the module root, whose go.mod pins h2spec
+			// Once ctx kills go, do not wait on the pipe h2spec, its child,
+			// still holds.
+			cmd.WaitDelay = time.Second
 			out, err := cmd.CombinedOutput()
 			// h2spec exits 1 when a case fails; the report says which.
 			var exit *exec.ExitError
@@ -185,8 +191,10 @@ func TestGRPCInterop(t *testing.T) {
 	for _, tool := range []string{server, client} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, filepath.Base(tool)), tool)
 		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", tool, err, out)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := runCmd(t, cmd, 5*time.Minute); err != nil {
+			t.Fatalf("build %s: %v\n%s", tool, err, out.String())
 		}
 	}
 	upAddr := freeAddr(t)
@@ -210,6 +218,7 @@ func TestGRPCInterop(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(bin, "client"), "--server_host=127.0.0.1",
 				"--server_port="+qport, "--test_case="+tc, "--soak_iterations=10")
+			cmd.WaitDelay = time.Second
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("interop client: %v\n%s\nserver:\n%s", err, out, srvOut.String())

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestDeployManifests runs the deploy module's tests, which decode every
@@ -11,11 +14,15 @@ import (
 // the README's one test command cover them too.
 func TestDeployManifests(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "test", "-count=1", "./...")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout=3m", "./...")
 	cmd.Dir = "../../deploy"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("deploy module tests: %v\n%s", err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runCmd(t, cmd, 5*time.Minute); err != nil {
+		t.Fatalf("deploy module tests: %v\n%s", err, out.String())
 	}
-	t.Logf("%s", out)
+	if !strings.Contains(out.String(), "ok ") {
+		t.Fatalf("deploy module tests: no package passed:\n%s", out.String())
+	}
+	t.Logf("%s", out.String())
 }

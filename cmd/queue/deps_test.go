@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDependencyDirection enforces the layers of docs/architecture.md:
@@ -94,11 +96,14 @@ func TestDependencyDirection(t *testing.T) {
 		"limit": {external: []string{"golang.org/x/net/http/httpguts"}},
 		"drain": {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
-	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Standard", "../../...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Standard", "../../...")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := runCmd(t, cmd, 5*time.Minute); err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	listed := map[string]bool{}
+	dec := json.NewDecoder(&out)
 	for dec.More() {
 		var p struct {
 			ImportPath string
@@ -109,6 +114,7 @@ func TestDependencyDirection(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := strings.TrimPrefix(p.ImportPath, mod)
+		listed[name] = true
 		if strings.HasPrefix(name, "bench") {
 			continue // _test.go files only
 		}
@@ -142,6 +148,13 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 			t.Errorf("%s depends on %s outside the standard library", name, d)
+		}
+	}
+	// Every rule is checked against a package go list found: a rule whose
+	// package is gone (or a listing that found nothing) fails.
+	for name := range allowed {
+		if !listed[name] {
+			t.Errorf("go list did not list %s: remove its rule, or find why it is missing", name)
 		}
 	}
 }

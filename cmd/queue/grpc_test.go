@@ -141,6 +141,9 @@ func grpcContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// TestGRPCUnary: unary calls of several sizes reach the gRPC upstream
+// through queue with their payload and metadata intact, X-Forwarded-For
+// extended with the peer, and the response headers come back.
 func TestGRPCUnary(t *testing.T) {
 	t.Parallel()
 	c := startGRPCQueue(t)
@@ -206,6 +209,8 @@ func TestGRPCUntrustedForwardedFor(t *testing.T) {
 	}
 }
 
+// TestGRPCServerStreaming: every message of a server stream, in order and
+// intact (sizes across flow-control windows), then io.EOF and the trailers.
 func TestGRPCServerStreaming(t *testing.T) {
 	t.Parallel()
 	c := startGRPCQueue(t)
@@ -243,6 +248,8 @@ func first(b []byte) any {
 	return b[0]
 }
 
+// TestGRPCClientStreaming: every message of a client stream reaches the
+// upstream, which answers the total size once the client is done.
 func TestGRPCClientStreaming(t *testing.T) {
 	t.Parallel()
 	c := startGRPCQueue(t)
@@ -299,8 +306,9 @@ func TestGRPCBidiPingPong(t *testing.T) {
 }
 
 // TestGRPCErrorStatus checks that a non-OK status, its message and the
-// trailer metadata reach the client: as a trailers-only response (unary,
-// nothing sent) and as real HTTP/2 trailers after messages (streaming).
+// trailer metadata reach the client, when the upstream fails a unary call
+// before sending anything (grpc-go answers it trailers-only) and after
+// messages of a server stream (real HTTP/2 trailers).
 func TestGRPCErrorStatus(t *testing.T) {
 	t.Parallel()
 	c := startGRPCQueue(t)

@@ -47,6 +47,39 @@ func queueCmd(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// childTimeout bounds a child process that is expected to exit by itself
+// (a configuration error, --version, a nested go command's short run).
+const childTimeout = time.Minute
+
+// runCmd runs cmd to its end and returns Wait's error; a child still
+// running after within is killed and the test fails, rather than hanging
+// until go test's own timeout.
+func runCmd(t *testing.T, cmd *exec.Cmd, within time.Duration) error {
+	t.Helper()
+	cmd.WaitDelay = time.Second // once killed, do not wait on pipes a grandchild holds
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Args, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(within):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s still running after %v", cmd.Args, within)
+		return nil
+	}
+}
+
+// clientTimeout bounds every exchange of the clients the harness makes (a
+// request, its response and its body): a regression that leaves a request
+// hanging fails the test with the client's timeout error instead of
+// hanging until go test's own timeout. A test that wants a shorter bound
+// sets its own.
+const clientTimeout = 30 * time.Second
+
 // testQueue is a queue serving in this process on loopback ports.
 type testQueue struct {
 	app  *app
@@ -104,8 +137,15 @@ func startQueueWith(t *testing.T, env map[string]string, mutate func(*Config), u
 	go func() { done <- a.serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		// --drain-timeout bounds the drain; this bounds a drain that
+		// would not end all the same.
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("serve did not return within a minute of the cancel")
 		}
 		if t.Failed() {
 			t.Logf("queue logs:\n%s", logs.String())
@@ -153,7 +193,7 @@ func (q *testQueue) client(t *testing.T, mode string) (*http.Client, string) {
 	case modeH1:
 		tr := &http.Transport{DisableCompression: true}
 		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr}, "http://" + q.addr.Listen
+		return &http.Client{Transport: tr, Timeout: clientTimeout}, "http://" + q.addr.Listen
 	case modeH2C:
 		tr := &http2.Transport{
 			AllowHTTP:          true,
@@ -164,7 +204,7 @@ func (q *testQueue) client(t *testing.T, mode string) (*http.Client, string) {
 			},
 		}
 		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr}, "http://" + q.addr.Listen
+		return &http.Client{Transport: tr, Timeout: clientTimeout}, "http://" + q.addr.Listen
 	case modeTLSH2, modeTLSH1:
 		if q.certPool == nil {
 			t.Fatalf("mode %s needs startTLSQueue", mode)
@@ -176,14 +216,14 @@ func (q *testQueue) client(t *testing.T, mode string) (*http.Client, string) {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr}, "https://" + q.addr.TLS
+		return &http.Client{Transport: tr, Timeout: clientTimeout}, "https://" + q.addr.TLS
 	case modeH3:
 		if q.certPool == nil {
 			t.Fatalf("mode %s needs startTLSQueue", mode)
 		}
 		tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: q.certPool, ServerName: "localhost"}, DisableCompression: true}
 		t.Cleanup(func() { tr.Close() })
-		return &http.Client{Transport: tr}, "https://" + q.addr.TLS
+		return &http.Client{Transport: tr, Timeout: clientTimeout}, "https://" + q.addr.TLS
 	}
 	t.Fatalf("unknown mode %q", mode)
 	return nil, ""
@@ -214,7 +254,9 @@ func writeCert(t *testing.T, dir, cn string) *x509.CertPool {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
+	if !pool.AppendCertsFromPEM(certPEM) {
+		t.Fatal("the certificate just made does not parse")
+	}
 	return pool
 }
 
@@ -224,7 +266,10 @@ func makeCert(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: cn},
@@ -249,7 +294,7 @@ func makeCert(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
-// get sends a GET and returns the response with its body read.
+// get sends a GET and returns the response with its body read (see do).
 func get(t *testing.T, c *http.Client, url string, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -266,8 +311,15 @@ func get(t *testing.T, c *http.Client, url string, hdr map[string]string) (*http
 	return do(t, c, req)
 }
 
+// do sends req through c and returns the response with its body read. The
+// exchange is bounded by clientTimeout whatever c is (http.DefaultClient
+// has no timeout), on top of any deadline req already has. Like get, it
+// fails the test with t.Fatalf: call it from the test's goroutine only.
 func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(req.Context(), clientTimeout)
+	defer cancel()
+	req = req.WithContext(ctx)
 	res, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)

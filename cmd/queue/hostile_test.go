@@ -347,12 +347,17 @@ func TestSmuggling(t *testing.T) {
 func TestSlowClients(t *testing.T) {
 	t.Run("slow reader", func(t *testing.T) {
 		const size = 32 << 20
+		// cut is queue's --timeout, when the response is cut: the heap is
+		// sampled before it, while the response is stuck, and the sampling
+		// (a second of stillness) has room before it on a slow machine.
+		const cut = 4 * time.Second
 		type result struct {
 			written int
 			err     error
 			ctxErr  error
 		}
 		done := make(chan result, 1)
+		var written atomic.Int64
 		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(size))
 			buf := make([]byte, 32<<10)
@@ -360,6 +365,7 @@ func TestSlowClients(t *testing.T) {
 			for res.written < size {
 				n, err := w.Write(buf)
 				res.written += n
+				written.Add(int64(n))
 				if err != nil {
 					res.err = err
 					break
@@ -368,7 +374,7 @@ func TestSlowClients(t *testing.T) {
 			res.ctxErr = r.Context().Err()
 			done <- res
 		}))
-		q := startQueue(t, hostPort(up), "--timeout", "1s")
+		q := startQueue(t, hostPort(up), "--timeout", cut.String())
 		before := hostileHeap()
 
 		// The receive buffer is made tiny before the handshake (not with
@@ -382,60 +388,69 @@ func TestSlowClients(t *testing.T) {
 		if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		// Let time pass with the client reading nothing: the upstream
-		// pushes into queue as fast as queue takes it. Sample the heap
-		// while the response is stuck (before the 1 s cut).
-		var peak uint64
-		for range 3 {
-			time.Sleep(250 * time.Millisecond)
-			peak = max(peak, hostileHeap())
-		}
-		time.Sleep(time.Until(start.Add(2 * time.Second)))
-
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, err := io.Copy(io.Discard, c)
-		if hostileIsTimeout(err) {
-			t.Errorf("after %d bytes, the connection is still open %v after the request (--timeout 1s)", n, time.Since(start).Round(time.Millisecond))
-		}
-		if n >= size {
-			t.Errorf("read %d bytes: the whole response reached a client that read nothing for 2 s", n)
-		}
-		t.Logf("slow reader: %d bytes reached the client before the cut (%v)", n, err)
-
-		// The upstream's handler must have returned (its write failed or
-		// its context ended) within 5 s of the request.
+		// The client reads nothing: the upstream pushes into queue as fast
+		// as queue takes it. The heap is sampled until it and the
+		// upstream's writes stand still, which must come before the cut:
+		// a sample taken after it would find the response's memory freed.
+		peak, still := hostileHeapPeak(written.Load, time.Until(start.Add(cut)))
+		sampled := time.Since(start)
 		var res result
-		returned := false
+		ended := false
 		select {
 		case res = <-done:
-			returned = true
+			ended = true
 		default:
-			timer := time.NewTimer(max(time.Until(start.Add(5*time.Second)), 0))
+		}
+		growth := int64(peak) - int64(before)
+		switch {
+		case ended && res.err == nil && res.ctxErr == nil:
+			t.Errorf("upstream handler wrote all %d bytes without an error to a client that read nothing", res.written)
+		case ended:
+			t.Fatalf("the response ended (upstream wrote %d bytes; write error %v, context %v) %v after the request, before the heap stood still: its peak of %d KiB over the start says nothing",
+				res.written, res.err, res.ctxErr, sampled.Round(time.Millisecond), growth>>10)
+		case !still:
+			t.Fatalf("the upstream's writes (%d KiB) or the heap in use (%d KiB over the start) still grew at the cut (--timeout %v), with the client not reading",
+				written.Load()>>10, growth>>10, cut)
+		}
+		if growth > 8<<20 {
+			t.Errorf("heap in use grew by %d KiB while the response was stuck, want < 8 MiB", growth>>10)
+		}
+		t.Logf("heap in use grew by %d KiB while the response was stuck; the upstream had written %d KiB; sampled for %v",
+			growth>>10, written.Load()>>10, sampled.Round(time.Millisecond))
+
+		// The cut ends the upstream's handler (its write fails or its
+		// context ends): the client reads once it has.
+		if !ended {
 			select {
 			case res = <-done:
-				returned = true
-			case <-timer.C:
+			case <-time.After(time.Until(start.Add(cut + h2Wait))):
+				t.Fatalf("upstream handler still writing %v after the request (--timeout %v): queue keeps reading a response nobody reads", cut+h2Wait, cut)
 			}
-			timer.Stop()
+			if res.err == nil && res.ctxErr == nil {
+				t.Errorf("upstream handler wrote all %d bytes without an error", res.written)
+			} else {
+				t.Logf("upstream wrote %d bytes; write error %v, context %v", res.written, res.err, res.ctxErr)
+			}
 		}
-		switch {
-		case !returned:
-			t.Errorf("upstream handler still writing 5 s after the request: queue keeps reading a response nobody reads")
-		case res.err == nil && res.ctxErr == nil:
-			t.Errorf("upstream handler wrote all %d bytes without an error", res.written)
-		default:
-			t.Logf("upstream wrote %d bytes; write error %v, context %v", res.written, res.err, res.ctxErr)
+		c.SetReadDeadline(time.Now().Add(h2Wait))
+		n, err := io.Copy(io.Discard, c)
+		if hostileIsTimeout(err) {
+			t.Errorf("after %d bytes, the connection is still open %v after the request (--timeout %v)", n, time.Since(start).Round(time.Millisecond), cut)
 		}
-		if growth := int64(peak) - int64(before); growth > 8<<20 {
-			t.Errorf("heap in use grew by %d KiB while the response was stuck, want < 8 MiB", growth>>10)
-		} else {
-			t.Logf("heap in use grew by %d KiB while the response was stuck", growth>>10)
+		if n >= size {
+			t.Errorf("read %d bytes: the whole response reached a client that read nothing until the cut", n)
 		}
+		t.Logf("slow reader: %d bytes reached the client before the cut (%v)", n, err)
 	})
 
 	t.Run("slowloris", func(t *testing.T) {
 		t.Parallel()
 		const conns = 20
+		// Each stalled connection must be closed within bound of its
+		// partial head: the head timeout (300 ms) with room for a slow
+		// machine, and well before the trickling ones stop trickling
+		// (15 s), so that a timer that each byte restarts shows.
+		const bound = h2Wait
 		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 		q := startQueueWith(t, nil, func(c *Config) { c.ReadHeaderTimeout = 300 * time.Millisecond }, hostPort(up))
 
@@ -455,12 +470,13 @@ func TestSlowClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			if i%2 == 1 {
-				// Half trickle one byte of a header every 50 ms: the header
-				// timeout is for the whole head, not between bytes.
+				// Half trickle one byte of a header every 50 ms, for 15 s
+				// unless the connection closes: the header timeout is for
+				// the whole head, not between bytes.
 				go func() {
 					io.WriteString(c, "X-Trickle: ")
-					for range 60 {
-						time.Sleep(50 * time.Millisecond)
+					for range 300 {
+						time.Sleep(50 * time.Millisecond) // the trickle's pace, not a synchronisation
 						if _, err := c.Write([]byte("a")); err != nil {
 							return
 						}
@@ -472,7 +488,7 @@ func TestSlowClients(t *testing.T) {
 
 		// Meanwhile, an honest client on a fresh connection is served.
 		cl, base := q.client(t, modeH1)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
 		res, err := cl.Do(req)
@@ -486,7 +502,7 @@ func TestSlowClients(t *testing.T) {
 		}
 
 		for i, s := range stalled {
-			s.c.SetReadDeadline(s.start.Add(3 * time.Second))
+			s.c.SetReadDeadline(s.start.Add(bound))
 			out, err := io.ReadAll(s.c)
 			took := time.Since(s.start)
 			switch {
@@ -529,7 +545,7 @@ func TestSlowClients(t *testing.T) {
 				t.Logf("%s: after %v: closed %v, response %q", tt.name, took.Round(time.Millisecond), closed, out)
 				// The upstream may have the head (streamed); it must see
 				// the body end in an error, within a bound.
-				deadline := time.Now().Add(3 * time.Second)
+				deadline := time.Now().Add(h2Wait)
 				for {
 					seen := rec.seen()
 					pending := false
@@ -549,7 +565,7 @@ func TestSlowClients(t *testing.T) {
 						break
 					}
 					if time.Now().After(deadline) {
-						t.Errorf("upstream handler still reading the body 3 s after the client's connection ended")
+						t.Errorf("upstream handler still reading the body %v after the client's connection ended", h2Wait)
 						break
 					}
 					time.Sleep(20 * time.Millisecond) // bounded poll of the upstream's state
@@ -579,13 +595,41 @@ func hostileHeap() uint64 {
 	return m.HeapInuse
 }
 
+// hostileHeapPeak samples the Go heap in use (hostileHeap) every 50 ms
+// while a response is stuck, until neither written (what the upstream has
+// written of it) nor the heap has grown for a second, and returns the
+// highest sample. A growth of the heap by more than a MiB over the highest
+// sample so far counts as progress, as a write does: a pause of the
+// upstream's writes while queue still takes in what the sockets hold does
+// not end the sampling. ok is false when within passed first: the peak
+// then says nothing of where the heap would have stopped.
+func hostileHeapPeak(written func() int64, within time.Duration) (peak uint64, ok bool) {
+	const still = 20 // samples without progress: a second
+	deadline := time.Now().Add(within)
+	last, quiet := int64(-1), 0
+	for quiet < still {
+		if time.Now().After(deadline) {
+			return peak, false
+		}
+		time.Sleep(50 * time.Millisecond) // bounded poll: nothing signals that the heap stopped growing
+		h, w := hostileHeap(), written()
+		if w != last || h > peak+1<<20 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		last, peak = w, max(peak, h)
+	}
+	return peak, true
+}
+
 // hostileHealthy checks that queue serves a fresh request in each client
 // mode, within a bound.
 func hostileHealthy(t *testing.T, q *testQueue, path string) {
 	t.Helper()
 	for _, mode := range []string{modeH1, modeH2C} {
 		c, base := q.client(t, mode)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		res, err := c.Do(req)
 		if err != nil {
@@ -613,7 +657,10 @@ func TestFloods(t *testing.T) {
 		t.Parallel()
 		const limit = 20
 		up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-		q := startQueue(t, hostPort(up), "--max-connections", strconv.Itoa(limit))
+		// The head timeout is made long, so that a connection over the
+		// limit that queue had taken in would stay open for the whole of
+		// the wait below, however slow the machine.
+		q := startQueueWith(t, nil, func(c *Config) { c.ReadHeaderTimeout = time.Minute }, hostPort(up), "--max-connections", strconv.Itoa(limit))
 
 		// open dials and sends one request; it reports whether queue
 		// answered it, and keeps the connection open if it did. A refused
@@ -653,7 +700,7 @@ func TestFloods(t *testing.T) {
 			}
 		}()
 		for i := range limit {
-			c, ok := open(5 * time.Second)
+			c, ok := open(h2Wait)
 			if !ok {
 				t.Fatalf("connection %d of %d refused", i+1, limit)
 			}
@@ -661,7 +708,9 @@ func TestFloods(t *testing.T) {
 		}
 
 		// One over the limit: closed at once, nothing written. Nothing is
-		// sent, so an accepted connection would hit the deadline.
+		// sent, so an accepted connection would stay open for the head
+		// timeout, a minute: far past the deadline, which leaves a slow
+		// machine room for "at once".
 		start := time.Now()
 		extra, err := net.DialTimeout("tcp", q.addr.Listen, 2*time.Second)
 		var n int
@@ -672,7 +721,7 @@ func TestFloods(t *testing.T) {
 		case err != nil:
 			t.Fatal(err)
 		default:
-			extra.SetReadDeadline(time.Now().Add(time.Second))
+			extra.SetReadDeadline(time.Now().Add(h2Wait))
 			n, err = extra.Read(make([]byte, 512))
 			extra.Close()
 		}
@@ -680,7 +729,7 @@ func TestFloods(t *testing.T) {
 		case n > 0:
 			t.Errorf("connection %d: got %d response bytes, want none", limit+1, n)
 		case hostileIsTimeout(err):
-			t.Errorf("connection %d: still open after 1 s, want closed at once", limit+1)
+			t.Errorf("connection %d: still open after %v, want closed at once", limit+1, h2Wait)
 		case err == nil:
 			t.Errorf("connection %d: read returned no error", limit+1)
 		}
@@ -692,20 +741,20 @@ func TestFloods(t *testing.T) {
 			c.Close()
 		}
 		held = held[5:]
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(h2Wait)
 		refused := 0
 		for len(held) < limit {
 			if time.Now().After(deadline) {
-				t.Fatalf("only %d connections open 5 s after closing 5 of %d (%d refused)", len(held), limit, refused)
+				t.Fatalf("only %d connections open %v after closing 5 of %d (%d refused)", len(held), h2Wait, limit, refused)
 			}
-			if c, ok := open(2 * time.Second); ok {
+			if c, ok := open(h2Wait); ok {
 				held = append(held, c)
 				continue
 			}
 			refused++
 			time.Sleep(10 * time.Millisecond) // bounded poll of an asynchronous close
 		}
-		if _, ok := open(2 * time.Second); ok {
+		if _, ok := open(h2Wait); ok {
 			t.Errorf("connection %d accepted after re-filling to %d", limit+1, limit)
 		}
 		t.Logf("re-filled 5 slots (%d attempts refused while queue noticed the closes)", refused)
@@ -812,7 +861,7 @@ func TestFloods(t *testing.T) {
 		after := h.write(true, func(fr *http2.Framer) error {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: next, BlockFragment: h.encode(h2Req("GET", "/after")...), EndStream: true, EndHeaders: true})
 		})
-		answered := h.waitFor(5*time.Second, func() bool { return h.stream(next).status != "" || h.goAway != nil })
+		answered := h.waitFor(h2Wait, func() bool { return h.stream(next).status != "" || h.goAway != nil })
 		h.mu.Lock()
 		goAway, readErr, status := h.goAway, h.readErr, h.stream(next).status
 		h.mu.Unlock()
@@ -823,7 +872,7 @@ func TestFloods(t *testing.T) {
 			t.Logf("rapid reset: GOAWAY %v (last stream %d, %q) after %d of %d HEADERS+RST pairs in %v",
 				goAway.code, goAway.last, goAway.debug, sent, streams, flood.Round(time.Millisecond))
 		case !answered:
-			t.Errorf("rapid reset: no GOAWAY and stream %d unanswered 5 s after the flood (write %v, read %v)", next, after, readErr)
+			t.Errorf("rapid reset: no GOAWAY and stream %d unanswered %v after the flood (write %v, read %v)", next, h2Wait, after, readErr)
 		case status != "200":
 			t.Errorf("rapid reset: stream %d after the flood: :status %q, want 200", next, status)
 		default:
@@ -838,7 +887,7 @@ func TestFloods(t *testing.T) {
 		// Idle upstream keep-alive connections (queue pools up to 1024,
 		// each with a goroutine in the in-process upstream server) are not
 		// a leak; close them so that only leaked goroutines remain.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(h2Wait)
 		for {
 			up.CloseClientConnections()
 			n := runtime.NumGoroutine()
@@ -848,7 +897,7 @@ func TestFloods(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before the flood, still %d 5 s after it\n%s", baseline, n, buf[:runtime.Stack(buf, true)])
+				t.Errorf("goroutines: %d before the flood, still %d %v after it\n%s", baseline, n, h2Wait, buf[:runtime.Stack(buf, true)])
 				break
 			}
 			time.Sleep(50 * time.Millisecond) // bounded poll
@@ -883,12 +932,12 @@ func TestFloods(t *testing.T) {
 				}
 				// END_HEADERS is never sent: a server that kept reading
 				// would wait here for ever.
-				ended := h.waitFor(5*time.Second, func() bool { return h.goAway != nil || h.readErr != nil })
+				ended := h.waitFor(h2Wait, func() bool { return h.goAway != nil || h.readErr != nil })
 				h.mu.Lock()
 				goAway, readErr, at, status := h.goAway, h.readErr, h.writtenAtGoAway, h.stream(1).status
 				h.mu.Unlock()
 				if !ended {
-					t.Errorf("%d bytes of CONTINUATION sent (write error %v): no GOAWAY and the connection open 5 s later", sent, werr)
+					t.Errorf("%d bytes of CONTINUATION sent (write error %v): no GOAWAY and the connection open %v later", sent, werr, h2Wait)
 				}
 				if status != "" {
 					t.Errorf("stream 1 answered %s", status)
@@ -925,7 +974,7 @@ func TestH1Glitches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(h2Wait))
 	br := bufio.NewReader(c)
 	for i := range h1.MaxGlitches + 1 {
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nK-Network-Probe: bogus\r\n\r\n"); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -31,16 +32,18 @@ func TestKnativeDropIn(t *testing.T) {
 			t.Skip("needs unshare (util-linux) for a private network namespace")
 		}
 		cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-			os.Args[0], "-test.run", "^TestKnativeDropIn$", "-test.v", "-test.count=1")
+			os.Args[0], "-test.run", "^TestKnativeDropIn$", "-test.v", "-test.count=1", "-test.timeout=2m")
 		cmd.Env = append(os.Environ(), "QUEUE_TEST_IN_NETNS=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestKnativeDropIn") {
-			t.Fatalf("inside the network namespace: %v\n%s", err, out)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err = runCmd(t, cmd, 3*time.Minute)
+		if err != nil || !strings.Contains(out.String(), "--- PASS: TestKnativeDropIn") {
+			t.Fatalf("inside the network namespace: %v\n%s", err, out.String())
 		}
-		t.Logf("inside the network namespace:\n%s", out)
+		t.Logf("inside the network namespace:\n%s", out.String())
 		return
 	}
-	if c, err := net.Dial("tcp", "1.1.1.1:53"); err == nil {
+	if c, err := net.DialTimeout("tcp", "1.1.1.1:53", 2*time.Second); err == nil {
 		c.Close()
 		t.Fatal("the namespace reaches outside: refusing to bind fixed ports here")
 	}
@@ -101,13 +104,22 @@ func TestKnativeDropIn(t *testing.T) {
 		// TLS from the certificate directory.
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
-		if res, _ := get(t, &http.Client{Transport: tr}, "https://127.0.0.1:8112/", nil); res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
+		if res, _ := get(t, &http.Client{Transport: tr, Timeout: clientTimeout}, "https://127.0.0.1:8112/", nil); res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
 			t.Errorf("TLS: %d %s", res.StatusCode, res.Proto)
 		}
-		// Knative's TLS floor, 1.3, with QUEUE_PROXY_TLS_MIN_VERSION unset.
-		if c, err := tls.Dial("tcp", "127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MaxVersion: tls.VersionTLS12}); err == nil {
-			c.Close()
-			t.Error("a TLS 1.2 client got in: want Knative's floor, 1.3")
+		// Knative's TLS floor, 1.3, with QUEUE_PROXY_TLS_MIN_VERSION unset:
+		// a TLS 1.2 client is refused, the same client allowed 1.3 gets in.
+		for _, tt := range []struct {
+			max uint16
+			ok  bool
+		}{{tls.VersionTLS12, false}, {tls.VersionTLS13, true}} {
+			c, err := dialTLS("127.0.0.1:8112", &tls.Config{RootCAs: pool, ServerName: "localhost", MaxVersion: tt.max})
+			if err == nil {
+				c.Close()
+			}
+			if got := err == nil; got != tt.ok {
+				t.Errorf("a client of TLS up to %s: handshake error %v, want success %v (Knative's floor, 1.3)", tls.VersionName(tt.max), err, tt.ok)
+			}
 		}
 		// The autoscaler's endpoint and the labels.
 		res, body = get(t, http.DefaultClient, "http://127.0.0.1:9090/metrics", nil)
@@ -118,10 +130,19 @@ func TestKnativeDropIn(t *testing.T) {
 		b := []byte(body)
 		for len(b) > 0 {
 			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				t.Fatalf("stats body is not protobuf: %v", protowire.ParseError(n))
+			}
 			b = b[n:]
 			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				t.Fatalf("stats body is not protobuf: field %d: %v", num, protowire.ParseError(n))
+			}
 			if num == 1 {
-				v, _ := protowire.ConsumeString(b)
+				v, m := protowire.ConsumeString(b)
+				if m < 0 {
+					t.Fatalf("stats body: pod_name is not a string: %v", protowire.ParseError(m))
+				}
 				pod = v
 			}
 			b = b[n:]
@@ -180,9 +201,12 @@ func serveEnv(t *testing.T, env map[string]string) func() {
 	return func() {
 		cancel()
 		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("queue did not stop")
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("queue did not stop within 30 s")
 		}
 	}
 }
@@ -196,17 +220,20 @@ func serveEnv(t *testing.T, env map[string]string) func() {
 // about 50 MB of modules.
 func TestKnativeReconcilerModule(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "test", "-count=1", "-v", "./...")
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-timeout=3m", "./...")
 	cmd.Dir = "../../knativetest"
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := runCmd(t, cmd, 5*time.Minute)
+	out := buf.String()
 	if err != nil {
 		t.Fatalf("knativetest module tests: %v\n%s", err, out)
 	}
-	if strings.Contains(string(out), "--- SKIP") {
+	if strings.Contains(out, "--- SKIP") {
 		t.Skipf("knativetest module tests skipped:\n%s", out) // not counted as a pass
 	}
 	for _, name := range []string{"TestKnativeReconciler", "TestKnativeOperatorTelemetry"} {
-		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Fatalf("knativetest module: %s did not pass:\n%s", name, out)
 		}
 	}

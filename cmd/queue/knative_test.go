@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -226,9 +227,12 @@ func TestKnativeEnvErrors(t *testing.T) {
 	// And as a process: exit 2, one line.
 	cmd := queueCmd(t)
 	cmd.Env = append(os.Environ(), "QUEUE_TEST_MAIN=1", "USER_PORT=8080", "SERVING_READINESS_PROBE={")
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := runCmd(t, cmd, childTimeout) // a probe taken by mistake would serve forever
+	out := buf.String()
 	var ee interface{ ExitCode() int }
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "SERVING_READINESS_PROBE") || strings.Count(string(out), "\n") != 1 {
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, "SERVING_READINESS_PROBE") || strings.Count(out, "\n") != 1 {
 		t.Errorf("malformed SERVING_READINESS_PROBE: %v %q, want exit 2 and one line naming it", err, out)
 	}
 }
@@ -502,6 +506,9 @@ func TestKnativeTLSPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cc, sc := net.Pipe()
+			// Bounds both ends' handshakes: a deadlock fails the test.
+			cc.SetDeadline(time.Now().Add(10 * time.Second))
+			sc.SetDeadline(time.Now().Add(10 * time.Second))
 			srv := tls.Server(sc, certs.ServerTLSConfig(c.tlsOptions()))
 			done := make(chan error, 1)
 			go func() { done <- srv.Handshake(); sc.Close() }()
@@ -509,6 +516,9 @@ func TestKnativeTLSPolicy(t *testing.T) {
 			err := cli.Handshake()
 			cc.Close()
 			<-done
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("handshake: %v, want it to end either way within 10 s", err)
+			}
 			if got := err == nil; got != tt.ok {
 				t.Fatalf("handshake error %v, want success %v", err, tt.ok)
 			}

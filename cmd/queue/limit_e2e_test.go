@@ -1,20 +1,24 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
-	"sort"
+	"slices"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestConcurrencyLimit: with --concurrency 1 and --queue-depth 1, three
-// slow requests give one 503 and two 200s, whatever the interleaving; the
-// upstream never sees two at once; probes are never queued.
+// slow requests give one 503 and two 200s, whatever the interleaving: the
+// 503 comes first, while the other two are held (one at the upstream, one
+// queued); the upstream never sees two at once; probes are never queued.
 func TestConcurrencyLimit(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
 	var mu sync.Mutex
 	inside, most := 0, 0
 	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -22,54 +26,81 @@ func TestConcurrencyLimit(t *testing.T) {
 		inside++
 		most = max(most, inside)
 		mu.Unlock()
-		<-release
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
 		mu.Lock()
 		inside--
 		mu.Unlock()
 		io.WriteString(w, "ok")
 	}))
 	q := startQueue(t, hostPort(up), "--concurrency", "1", "--queue-depth", "1")
+	// Registered after queue's cleanup, so run before it: a test that
+	// fails early does not leave requests held for queue's drain.
+	t.Cleanup(open)
 	q.waitReady(t, true)
-	codes := make(chan int, 3)
+	c, base := q.client(t, modeH1)
+	// Each request sends its status, or -1 with what went wrong; not
+	// t.Errorf, as a request may end after a failed test has.
+	type answer struct {
+		code int
+		err  string
+	}
+	codes := make(chan answer, 3)
 	for range 3 {
 		go func() {
-			res, err := http.Get("http://" + q.addr.Listen + "/")
+			res, err := c.Get(base + "/")
 			if err != nil {
-				codes <- -1
+				codes <- answer{-1, err.Error()}
 				return
 			}
-			b, _ := io.ReadAll(res.Body)
+			b, err := io.ReadAll(res.Body)
 			res.Body.Close()
-			if res.StatusCode == 503 && string(b) != "Service Unavailable" {
-				codes <- -2
+			if res.StatusCode == 503 && (err != nil || string(b) != "Service Unavailable") {
+				codes <- answer{-1, fmt.Sprintf("503 with body %q (%v), want Service Unavailable", b, err)}
 				return
 			}
-			codes <- res.StatusCode
+			codes <- answer{res.StatusCode, ""}
 		}()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+	defer cancel()
+	next := func(what string) int {
+		t.Helper()
+		select {
+		case a := <-codes:
+			if a.err != "" {
+				t.Errorf("request %s: %s", what, a.err)
+			}
+			return a.code
+		case <-ctx.Done():
+			t.Fatalf("no answer %s within %v", what, clientTimeout)
+			return 0
+		}
+	}
 	// One is refused at once; its 503 arrives while the others are held.
-	var got []int
-	select {
-	case c := <-codes:
-		got = append(got, c)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request was refused while the slot and the queue were full")
+	got := []int{next("while the slot and the queue were full")}
+	if got[0] != 503 {
+		t.Errorf("first answer %d while the slot and the queue were full, want 503", got[0])
 	}
 	// A probe is answered even now.
-	if code, _, _ := probeStatus(t, q, map[string]string{"User-Agent": "kube-probe/1.31"}); code != 200 {
-		t.Errorf("probe while the queue is full = %d, want 200", code)
+	if res, _ := get(t, c, base+"/", map[string]string{"User-Agent": "kube-probe/1.31"}); res.StatusCode != 200 {
+		t.Errorf("probe while the queue is full = %d, want 200", res.StatusCode)
 	}
 	if q.app.depth() != 1 {
 		t.Errorf("queue depth = %d, want 1", q.app.depth())
 	}
-	close(release)
+	open()
 	for range 2 {
-		got = append(got, <-codes)
+		got = append(got, next("after the release"))
 	}
-	sort.Ints(got)
-	if got[0] != 200 || got[1] != 200 || got[2] != 503 {
+	slices.Sort(got)
+	if !slices.Equal(got, []int{200, 200, 503}) {
 		t.Errorf("statuses %v, want [200 200 503]", got)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if most != 1 {
 		t.Errorf("the upstream saw %d requests at once, want 1", most)
 	}

@@ -108,13 +108,13 @@ func TestPrometheusExposition(t *testing.T) {
 		})
 	}
 
-	if m := families["kn_serving_queue_depth"]; m != nil {
-		if got := labelMap(m.GetMetric()[0].GetLabel()); !mapsEqual(got, identity) {
+	if m, ok := firstMetric(t, "kn_serving_queue_depth", families["kn_serving_queue_depth"].GetMetric()); ok {
+		if got := labelMap(m.GetLabel()); !mapsEqual(got, identity) {
 			t.Errorf("kn_serving_queue_depth labels %v, want %v", got, identity)
 		}
 	}
-	if m := families["target_info"]; m != nil {
-		got := labelMap(m.GetMetric()[0].GetLabel())
+	if m, ok := firstMetric(t, "target_info", families["target_info"].GetMetric()); ok {
+		got := labelMap(m.GetLabel())
 		for k, v := range identity {
 			if got[k] != v {
 				t.Errorf("target_info label %s = %q, want %q", k, got[k], v)
@@ -124,14 +124,14 @@ func TestPrometheusExposition(t *testing.T) {
 			t.Errorf("target_info %v", got)
 		}
 	}
-	if m := families["process_resident_memory_bytes"]; m != nil && m.GetMetric()[0].GetGauge().GetValue() < 1<<20 {
-		t.Errorf("process_resident_memory_bytes = %v, want at least a MiB", m.GetMetric()[0].GetGauge().GetValue())
+	if m, ok := firstMetric(t, "process_resident_memory_bytes", families["process_resident_memory_bytes"].GetMetric()); ok && m.GetGauge().GetValue() < 1<<20 {
+		t.Errorf("process_resident_memory_bytes = %v, want at least a MiB", m.GetGauge().GetValue())
 	}
-	if m := families["go_goroutines"]; m != nil && m.GetMetric()[0].GetGauge().GetValue() < 1 {
-		t.Errorf("go_goroutines = %v", m.GetMetric()[0].GetGauge().GetValue())
+	if m, ok := firstMetric(t, "go_goroutines", families["go_goroutines"].GetMetric()); ok && m.GetGauge().GetValue() < 1 {
+		t.Errorf("go_goroutines = %v", m.GetGauge().GetValue())
 	}
-	if m := families["go_info"]; m != nil && labelMap(m.GetMetric()[0].GetLabel())["version"] != runtime.Version() {
-		t.Errorf("go_info %v", m.GetMetric()[0].GetLabel())
+	if m, ok := firstMetric(t, "go_info", families["go_info"].GetMetric()); ok && labelMap(m.GetLabel())["version"] != runtime.Version() {
+		t.Errorf("go_info %v", m.GetLabel())
 	}
 	// The runtime families come after queue's own, which stay first.
 	if !strings.HasPrefix(string(body), "# HELP queue_") || strings.Index(string(body), "go_goroutines") < strings.Index(string(body), "target_info") {
@@ -155,9 +155,25 @@ func TestPrometheusNoConcurrencyLimit(t *testing.T) {
 	if _, ok := families["kn_serving_queue_depth"]; ok {
 		t.Error("kn_serving_queue_depth without a concurrency limit")
 	}
-	if got := labelMap(families["target_info"].GetMetric()[0].GetLabel()); got["kn_revision_name"] != "" || got["k8s_container_name"] != "queue-proxy" {
+	m, ok := firstMetric(t, "target_info", families["target_info"].GetMetric())
+	if !ok {
+		t.FailNow()
+	}
+	if got := labelMap(m.GetLabel()); got["kn_revision_name"] != "" || got["k8s_container_name"] != "queue-proxy" {
 		t.Errorf("target_info %v", got)
 	}
+}
+
+// firstMetric returns the first of the series of the family name; ok is
+// false, and the test failed, when there is none (a missing family has
+// none).
+func firstMetric[M any](t *testing.T, name string, series []M) (m M, ok bool) {
+	t.Helper()
+	if len(series) == 0 {
+		t.Errorf("no %s series", name)
+		return m, false
+	}
+	return series[0], true
 }
 
 func labelMap[L interface {

@@ -80,12 +80,15 @@ func TestPProfListen(t *testing.T) {
 			if tt.wantPort {
 				for path, want := range map[string]string{"/debug/pprof/": "\theap\n", "/debug/pprof/goroutine?debug=1": "goroutine profile: total",
 					"/debug/pprof/heap": "\x1f\x8b", "/debug/pprof/cmdline": os.Args[0]} {
-					res, err := http.Get("http://" + q.addr.PProf + path)
+					res, err := boundedClient.Get("http://" + q.addr.PProf + path)
 					if err != nil {
 						t.Fatal(err)
 					}
-					b, _ := io.ReadAll(res.Body)
+					b, err := io.ReadAll(res.Body)
 					res.Body.Close()
+					if err != nil {
+						t.Fatalf("profiling port %s: reading the body: %v", path, err)
+					}
 					if res.StatusCode != 200 || !strings.Contains(string(b), want) {
 						t.Errorf("profiling port %s: %d %.80q, want 200 with %q", path, res.StatusCode, b, want)
 					}

@@ -72,8 +72,8 @@ func TestHTTP2AutoDetection(t *testing.T) {
 			// tried, and failed, three times.
 			select {
 			case <-enough:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("the probe made %d connections in 5s, want 3", conns.Load())
+			case <-time.After(h2Wait):
+				t.Fatalf("the probe made %d connections in %v, want 3", conns.Load(), h2Wait)
 			}
 			if code, _ := adminGet(t, q, "/ready"); code != 503 || q.app.watcher.Ready() {
 				t.Errorf("/ready = %d, ready %v, want 503 and not ready", code, q.app.watcher.Ready())

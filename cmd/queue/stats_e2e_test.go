@@ -59,7 +59,7 @@ func decodeStat(t *testing.T, b []byte) (pod string, f map[protowire.Number]floa
 
 func statNow(t *testing.T, q *testQueue) map[protowire.Number]float64 {
 	t.Helper()
-	res, err := http.Get("http://" + q.addr.Stats + "/metrics")
+	res, err := boundedClient.Get("http://" + q.addr.Stats + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,65 +67,108 @@ func statNow(t *testing.T, q *testQueue) map[protowire.Number]float64 {
 	if ct := res.Header.Get("Content-Type"); ct != "application/protobuf" {
 		t.Errorf("Content-Type %q, want application/protobuf", ct)
 	}
-	b, _ := io.ReadAll(res.Body)
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("reading the stat: %v", err)
+	}
 	_, f := decodeStat(t, b)
 	return f
 }
 
-// TestStatsEndToEnd: N slow requests in flight for a whole window show as
-// an average concurrency of N; probes are not counted; activator-proxied
-// requests are counted as proxied too.
+// statWindowAfter scrapes the stats port until it serves a window that
+// ended after uptime seconds, and returns it: a scrape closes a window
+// once it is a second old, and serves the last one again before, so
+// polling is how a new one is had. Nothing else scrapes the test's queue,
+// so two windows seen one after the other are consecutive.
+func statWindowAfter(t *testing.T, q *testQueue, uptime float64) map[protowire.Number]float64 {
+	t.Helper()
+	deadline := time.Now().Add(h2Wait)
+	for {
+		f := statNow(t, q)
+		if f[6] > uptime {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no window ended after %.3f s of uptime within %v; last %v", uptime, h2Wait, f)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the endpoint, which announces nothing
+	}
+}
+
+// TestStatsEndToEnd: n slow requests in flight for a whole window show as
+// an average concurrency of exactly n, the activator-proxied among them as
+// the proxied concurrency, and no arrivals; probes sent within that window
+// are counted neither as arrivals nor as concurrency.
 func TestStatsEndToEnd(t *testing.T) {
 	t.Parallel()
+	const n, proxied = 5, 2
 	release := make(chan struct{})
-	var arrived sync.WaitGroup
+	arrived := make(chan struct{}, n)
 	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			arrived.Done()
-			<-release
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
 		}
 	}))
 	q := startQueue(t, hostPort(up))
 	q.waitReady(t, true)
-	const n, proxied = 5, 2
-	arrived.Add(n)
+	c, base := q.client(t, modeH1)
+	failed := make(chan error, n)
 	var done sync.WaitGroup
+	defer func() { close(release); done.Wait() }()
 	for i := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			req, _ := http.NewRequest("GET", "http://"+q.addr.Listen+"/slow", nil)
+		done.Go(func() {
+			req, _ := http.NewRequest("GET", base+"/slow", nil)
 			if i < proxied {
 				req.Header.Set("K-Proxy-Request", "activator")
 			}
-			if res, err := http.DefaultClient.Do(req); err == nil {
-				res.Body.Close()
+			res, err := c.Do(req)
+			if err != nil {
+				failed <- err
+				return
 			}
-		}()
+			res.Body.Close()
+		})
 	}
-	arrived.Wait()
-	defer func() { close(release); done.Wait() }()
-	// Probes while they are in flight must not count.
+	timeout := time.After(h2Wait)
+	for i := range n {
+		select {
+		case <-arrived:
+		case err := <-failed:
+			t.Fatalf("slow request: %v", err)
+		case <-timeout:
+			t.Fatalf("%d of %d slow requests reached the upstream within %v", i, n, h2Wait)
+		}
+	}
+	if got := q.app.stats.Active(); got != n {
+		t.Fatalf("active = %d with the %d slow requests at the upstream, want %d", got, n, n)
+	}
+	// The window after the first one to end now or later holds the n
+	// requests from its start to its end, and nothing else but the probes.
+	arrivedBy := time.Since(q.app.stats.Start()).Seconds()
+	first := statWindowAfter(t, q, arrivedBy)
 	for range 20 {
-		probeStatus(t, q, map[string]string{"User-Agent": "kube-probe/1.31"})
+		if res, body := get(t, c, base+"/", map[string]string{"User-Agent": "kube-probe/1.31"}); res.StatusCode != 200 {
+			t.Fatalf("probe: %d %q, want 200", res.StatusCode, body)
+		}
 	}
-	// Wait for a window that the n requests covered whole.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f := statNow(t, q)
-		if f[2] == n {
-			if got := f[3]; got != proxied {
-				t.Errorf("average proxied concurrency = %v, want %v", got, proxied)
-			}
-			if f[6] <= 0 {
-				t.Errorf("process uptime = %v, want > 0", f[6])
-			}
-			break
+	f := statWindowAfter(t, q, first[6])
+	for _, tt := range []struct {
+		name  string
+		field protowire.Number
+		want  float64
+	}{
+		{"average concurrency", 2, n},
+		{"average proxied concurrency", 3, proxied},
+		{"requests per second", 4, 0},
+		{"proxied requests per second", 5, 0},
+	} {
+		if got := f[tt.field]; got != tt.want {
+			t.Errorf("%s = %v, want %v (window %v)", tt.name, got, tt.want, f)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no window showed %d concurrent requests; last %v", n, f)
-		}
-		time.Sleep(100 * time.Millisecond) // a scrape closes a window once it is a second old: polling the endpoint
 	}
 	if got := q.app.stats.Active(); got != n {
 		t.Errorf("active now = %d, want %d", got, n)
@@ -147,19 +190,22 @@ func TestPrometheusMetrics(t *testing.T) {
 	// after its client has the response: scrape until the third is in,
 	// within a bound.
 	scrape := func() []byte {
-		res, err := http.Get("http://" + q.addr.Metrics + "/metrics")
+		res, err := boundedClient.Get("http://" + q.addr.Metrics + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(res.Body)
+		body, err := io.ReadAll(res.Body)
 		res.Body.Close()
+		if err != nil {
+			t.Fatalf("reading the exposition: %v", err)
+		}
 		return body
 	}
 	body := scrape()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); {
-		if h := families["http_server_request_duration_seconds"]; h != nil && h.GetMetric()[0].GetHistogram().GetSampleCount() >= 3 {
+	for deadline := time.Now().Add(h2Wait); err == nil && time.Now().Before(deadline); {
+		if ms := families["http_server_request_duration_seconds"].GetMetric(); len(ms) > 0 && ms[0].GetHistogram().GetSampleCount() >= 3 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // polling the endpoint, bounded by the deadline
@@ -172,15 +218,11 @@ func TestPrometheusMetrics(t *testing.T) {
 	for _, name := range []string{"queue_requests_per_second", "queue_proxied_operations_per_second",
 		"queue_average_concurrent_requests", "queue_average_proxied_concurrent_requests", "queue_active_requests",
 		"queue_depth", "queue_process_uptime_seconds", "http_server_request_duration_seconds"} {
-		mf, ok := families[name]
+		m, ok := firstMetric(t, name, families[name].GetMetric())
 		if !ok {
-			t.Errorf("metric %s missing", name)
 			continue
 		}
-		labels := map[string]string{}
-		for _, l := range mf.GetMetric()[0].GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+		labels := labelMap(m.GetLabel())
 		want := map[string]string{"namespace": "ns", "service": "svc", "configuration": "cfg", "revision": "rev-1", "pod": `p"od`}
 		for k, v := range want {
 			if labels[k] != v {
@@ -188,9 +230,8 @@ func TestPrometheusMetrics(t *testing.T) {
 			}
 		}
 	}
-	h := families["http_server_request_duration_seconds"]
-	if h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() != 3 {
-		t.Errorf("histogram: %v, want 3 requests in 2xx", h)
+	if m, ok := firstMetric(t, "http_server_request_duration_seconds", families["http_server_request_duration_seconds"].GetMetric()); ok && m.GetHistogram().GetSampleCount() != 3 {
+		t.Errorf("histogram: %v, want 3 requests in 2xx", m)
 	}
 }
 

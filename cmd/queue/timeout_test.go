@@ -13,10 +13,19 @@ import (
 
 // TestTimeouts: before any response byte a timeout is a 504; after the
 // response started it cuts the response (HTTP/1.1 close, HTTP/2 reset),
-// never appends to it. Each upstream handler blocks until queue gives up on
-// it, so the timer under test is queue's, not the test's.
+// never appends to it; a response that started is past the response start
+// timeout, and a steady one is spared by the idle timeout, however long it
+// lasts. Each upstream handler blocks until queue gives up on it, so the
+// timer under test is queue's, not the test's.
+//
+// Where the upstream must beat a timeout (its first byte, the gaps of its
+// trickle), the timeout is 500 ms: twenty times the trickle's gaps, and
+// room for a slow machine; the trickle itself lasts longer (ticks times
+// trickleGap), so that the timer shows if it did not stop or restart.
+// Where queue must give up first, a shorter timeout does.
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
+	const ticks, trickleGap = 25, 25 * time.Millisecond
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/hang": // never answers
@@ -24,12 +33,12 @@ func TestTimeouts(t *testing.T) {
 			w.Header().Set("Content-Length", "100")
 			io.WriteString(w, "started")
 			w.(http.Flusher).Flush()
-		case "/trickle": // a write every 20ms, 10 times: never idle for long
-			for range 10 {
+		case "/trickle": // a write every trickleGap, ticks times: never idle for long
+			for range ticks {
 				io.WriteString(w, "tick\n")
 				w.(http.Flusher).Flush()
 				select {
-				case <-time.After(20 * time.Millisecond): // the upstream's pace, not synchronisation
+				case <-time.After(trickleGap): // the upstream's pace, not synchronisation
 				case <-r.Context().Done():
 					return
 				}
@@ -43,11 +52,11 @@ func TestTimeouts(t *testing.T) {
 		want                    int // 0: the response must be cut
 	}{
 		{"timeout before the first byte", "--timeout", "300ms", "/hang", 504},
-		{"timeout after the first byte", "--timeout", "300ms", "/partial", 0},
+		{"timeout after the first byte", "--timeout", "500ms", "/partial", 0},
 		{"response start timeout", "--response-start-timeout", "200ms", "/hang", 504},
-		{"response start timeout is over once it started", "--response-start-timeout", "100ms", "/trickle", 200},
-		{"idle timeout cuts a stalled body", "--idle-timeout", "200ms", "/partial", 0},
-		{"idle timeout spares a steady stream", "--idle-timeout", "150ms", "/trickle", 200},
+		{"response start timeout is over once it started", "--response-start-timeout", "500ms", "/trickle", 200},
+		{"idle timeout cuts a stalled body", "--idle-timeout", "500ms", "/partial", 0},
+		{"idle timeout spares a steady stream", "--idle-timeout", "500ms", "/trickle", 200},
 	}
 	for _, up := range []string{"http1", "h2c"} {
 		for _, tt := range tests {
@@ -89,8 +98,8 @@ func TestTimeouts(t *testing.T) {
 						if tt.want == 504 && string(body) != "Gateway Timeout" {
 							t.Errorf("%s: body %q, want Gateway Timeout", mode, body)
 						}
-						if tt.want == 200 && strings.Count(string(body), "tick") != 10 {
-							t.Errorf("%s: body %q, want 10 ticks", mode, body)
+						if tt.want == 200 && strings.Count(string(body), "tick") != ticks {
+							t.Errorf("%s: body %q, want %d ticks", mode, body, ticks)
 						}
 					}
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +16,8 @@ import (
 )
 
 // TestTLS: ALPN picks HTTP/2 or HTTP/1.1, X-Forwarded-Proto is https, and
-// TLS below 1.2 is refused.
+// TLS below 1.2 is refused with a protocol_version alert (RFC 8446 section
+// 6.2), the same client shaking hands once 1.2 is allowed.
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	q := startTLSQueue(t, hostPort(h1Upstream(t, http.HandlerFunc(echo))))
@@ -30,17 +32,47 @@ func TestTLS(t *testing.T) {
 			t.Errorf("%s: upstream did not see X-Forwarded-Proto https: %s", mode, body)
 		}
 	}
-	conn, err := tls.Dial("tcp", q.addr.TLS, &tls.Config{RootCAs: q.certPool, ServerName: "localhost",
-		MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
-	if err == nil {
-		conn.Close()
-		t.Error("a TLS 1.1 handshake succeeded, want TLS 1.2 at least")
+	for _, tt := range []struct {
+		max uint16
+		ok  bool
+	}{{tls.VersionTLS11, false}, {tls.VersionTLS12, true}} {
+		conn, err := dialTLS(q.addr.TLS, &tls.Config{RootCAs: q.certPool, ServerName: "localhost",
+			MinVersion: tls.VersionTLS10, MaxVersion: tt.max})
+		if err == nil {
+			conn.Close()
+		}
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("a client of TLS 1.0 to %s: %v, want a handshake", tls.VersionName(tt.max), err)
+		case !tt.ok && err == nil:
+			t.Errorf("a TLS 1.0 to %s handshake succeeded, want TLS 1.2 at least", tls.VersionName(tt.max))
+		case !tt.ok && !strings.Contains(err.Error(), "protocol version"):
+			t.Errorf("a client of TLS 1.0 to %s: %v, want a protocol_version alert", tls.VersionName(tt.max), err)
+		}
 	}
 }
 
-// TestCertRotation: new handshakes get a rewritten pair within 2 s (the
-// first handshake a second after the last check re-reads the files), an
-// open connection keeps working, and a broken pair is logged and ignored.
+// dialTLS shakes hands with addr, bounded: a server that accepts and never
+// answers fails the test instead of hanging it.
+func dialTLS(addr string, cfg *tls.Config) (*tls.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cfg)
+}
+
+// peerCN returns the CommonName of the certificate res came over, or ""
+// when it came over none.
+func peerCN(res *http.Response) string {
+	if res.TLS == nil || len(res.TLS.PeerCertificates) == 0 {
+		return ""
+	}
+	return res.TLS.PeerCertificates[0].Subject.CommonName
+}
+
+// TestCertRotation: new handshakes, over TCP and over QUIC, get a
+// rewritten pair, an open connection keeps working, and a broken pair is
+// logged and ignored. How soon (the first handshake a second after the
+// last check re-reads the files) is ingress's TestCertReloadOnHandshake's,
+// on a clock of its own; here the wait is bounded for a loaded machine and
+// the time it took is logged.
 func TestCertRotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -51,25 +83,25 @@ func TestCertRotation(t *testing.T) {
 	insecure := &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"}
 	served := func() string {
 		t.Helper()
-		conn, err := tls.Dial("tcp", q.addr.TLS, insecure)
+		conn, err := dialTLS(q.addr.TLS, insecure)
 		if err != nil {
 			t.Fatalf("handshake: %v", err)
 		}
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
 	}
-	// waitFor polls new handshakes until the certificate is cn or 2 s
-	// pass; rotation is promised within 2 s.
+	// waitFor polls new handshakes until the certificate is cn, within
+	// 20 s: ten times the 2 s a re-read takes at most, for a loaded machine.
 	waitFor := func(cn string) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for time.Since(start) < 2*time.Second {
+		for time.Since(start) < 20*time.Second {
 			if served() == cn {
 				return time.Since(start)
 			}
-			time.Sleep(20 * time.Millisecond) // polling an outside condition, bounded by the 2 s promise
+			time.Sleep(20 * time.Millisecond) // polling new handshakes, bounded
 		}
-		t.Fatalf("still serving %q 2 s after writing %q", served(), cn)
+		t.Fatalf("still serving %q 20 s after writing %q", served(), cn)
 		return 0
 	}
 	if got := served(); got != "one" {
@@ -78,9 +110,9 @@ func TestCertRotation(t *testing.T) {
 	// An HTTP/2 connection opened before the rotation.
 	tr := &http.Transport{TLSClientConfig: insecure, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
-	if res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/2.0" {
-		t.Fatalf("proto %s", res.Proto)
+	c := &http.Client{Transport: tr, Timeout: clientTimeout}
+	if res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/2.0" || peerCN(res) != "one" {
+		t.Fatalf("before the rotation: %s, certificate %q; want HTTP/2.0 and one", res.Proto, peerCN(res))
 	}
 
 	writeCert(t, dir, "two")
@@ -89,24 +121,25 @@ func TestCertRotation(t *testing.T) {
 	// handshakes get the new certificate too.
 	h3 := &http3.Transport{TLSClientConfig: insecure}
 	defer h3.Close()
-	if res, _ := get(t, &http.Client{Transport: h3}, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/3.0" ||
-		res.TLS.PeerCertificates[0].Subject.CommonName != "two" {
-		t.Errorf("HTTP/3 after the rotation: %s, certificate %q; want HTTP/3.0 and two", res.Proto, res.TLS.PeerCertificates[0].Subject.CommonName)
+	if res, _ := get(t, &http.Client{Transport: h3, Timeout: clientTimeout}, "https://"+q.addr.TLS+"/", nil); res.Proto != "HTTP/3.0" ||
+		peerCN(res) != "two" {
+		t.Errorf("HTTP/3 after the rotation: %s, certificate %q; want HTTP/3.0 and two", res.Proto, peerCN(res))
 	}
 	t.Logf("new certificate served %v after the write", took)
 	res, _ := get(t, c, "https://"+q.addr.TLS+"/", nil)
-	if res.StatusCode != 200 || res.TLS.PeerCertificates[0].Subject.CommonName != "one" {
-		t.Errorf("open connection: status %d, certificate %q; want 200 on the old connection",
-			res.StatusCode, res.TLS.PeerCertificates[0].Subject.CommonName)
+	if res.StatusCode != 200 || peerCN(res) != "one" {
+		t.Errorf("open connection: status %d, certificate %q; want 200 on the old connection", res.StatusCode, peerCN(res))
 	}
 
-	os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Only a handshake re-reads the files: keep handshaking until the
 	// broken pair is seen and logged.
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(q.logs.String(), "new certificate pair rejected") {
 		if time.Now().After(deadline) {
-			t.Fatal("a broken pair was not logged")
+			t.Fatal("a broken pair was not logged within 20 s")
 		}
 		if got := served(); got != "two" {
 			t.Fatalf("with a broken pair written: serving %q, want the last good one (two)", got)
@@ -154,6 +187,9 @@ func TestKnativeTLSFloor(t *testing.T) {
 				want    bool
 			}{{tls.VersionTLS12, tt.v12}, {tls.VersionTLS13, tt.v13}} {
 				cc, sc := net.Pipe()
+				// Bounds both ends' handshakes: a deadlock fails the test.
+				cc.SetDeadline(time.Now().Add(10 * time.Second))
+				sc.SetDeadline(time.Now().Add(10 * time.Second))
 				srv := tls.Server(sc, certs.ServerTLSConfig(c.tlsOptions()))
 				done := make(chan error, 1)
 				go func() { done <- srv.Handshake(); sc.Close() }()
@@ -161,6 +197,9 @@ func TestKnativeTLSFloor(t *testing.T) {
 				err := cli.Handshake()
 				cc.Close()
 				<-done
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("a %s-only client: handshake %v, want it to end either way within 10 s", tls.VersionName(v.version), err)
+				}
 				if got := err == nil; got != v.want {
 					t.Errorf("a %s-only client: handshake error %v, want success %v", tls.VersionName(v.version), err, v.want)
 				}

@@ -70,7 +70,9 @@ func TestTracing(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 	var e echoReply
-	json.Unmarshal([]byte(body), &e)
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("upstream's echo %q: %v", body, err)
+	}
 	tp := e.get("Traceparent")
 	parts := strings.Split(tp, "-")
 	if len(parts) != 4 || parts[1] != traceID || parts[2] == parentID {
@@ -79,12 +81,22 @@ func TestTracing(t *testing.T) {
 	if got := e.get("Baggage"); got != "user=alice" {
 		t.Errorf("baggage = %q, want it unchanged", got)
 	}
-	// Shutting down flushes the exporter; wait for the export.
+	// Shutting down flushes the exporter; wait for the exports (the two
+	// spans may come in one or in two).
 	q.app.drainer.Start(true)
-	select {
-	case <-rcv.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no span exported")
+	timeout := time.After(h2Wait)
+	for {
+		rcv.mu.Lock()
+		n := len(rcv.spans)
+		rcv.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		select {
+		case <-rcv.got:
+		case <-timeout:
+			t.Fatalf("%d spans exported within %v, want 2", n, h2Wait)
+		}
 	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
@@ -139,8 +151,9 @@ func TestTracingOffTouchesNothing(t *testing.T) {
 	}
 }
 
-// TestLogLines: every line a real process writes is one JSON object with
-// component=queue; the first has the version, commit and configuration.
+// TestLogLines: every line a real process writes, from its start to its
+// exit (0) on Ctrl-C, is one JSON object with component=queue; the first
+// has the version, commit and configuration.
 func TestLogLines(t *testing.T) {
 	t.Parallel()
 	up := h1Upstream(t, http.HandlerFunc(echo))
@@ -161,10 +174,22 @@ func TestLogLines(t *testing.T) {
 	}
 	waitHTTP(t, "http://"+admin+"/ready", 200)
 	cmd.Process.Signal(interruptSignal)
-	for l := range lines {
-		all = append(all, l)
+	// The channel closes when the process's stderr does, at its exit.
+	timeout := time.After(h2Wait)
+	for closed := false; !closed; {
+		select {
+		case l, ok := <-lines:
+			if ok {
+				all = append(all, l)
+			}
+			closed = !ok
+		case <-timeout:
+			t.Fatalf("stderr still open %v after Ctrl-C; lines so far: %q", h2Wait, all)
+		}
 	}
-	waitExit(t, cmd, 10*time.Second)
+	if code := waitExit(t, cmd, h2Wait); code != 0 {
+		t.Errorf("exit status %d after Ctrl-C, want 0", code)
+	}
 	if len(all) < 3 {
 		t.Fatalf("only %d log lines: %q", len(all), all)
 	}

@@ -107,6 +107,9 @@ func TestWebsocketServerSpeaksFirst(t *testing.T) {
 	readHello(t, ctx, c)
 }
 
+// TestWebsocketEcho: messages of each type and of the sizes around the
+// frame length encodings (125, 126 bytes, 64 KiB and past it) go through
+// the tunnel and back whole, three in a row on one connection.
 func TestWebsocketEcho(t *testing.T) {
 	t.Parallel()
 	q, _ := startWSEcho(t)
@@ -254,6 +257,7 @@ func TestWebsocketUpgradeRefused(t *testing.T) {
 			if res == nil {
 				t.Fatalf("websocket.Dial: %v, and no response", err)
 			}
+			defer res.Body.Close()
 			if got, want := res.StatusCode, tt.code; got != want {
 				t.Errorf("status = %d, want %d", got, want)
 			}

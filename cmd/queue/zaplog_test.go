@@ -456,7 +456,8 @@ func TestZapSlogtest(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	cfg := `{"sampling":null,"disableCaller":true,"encoderConfig":{"timeKey":"time","levelKey":"level","messageKey":"msg","nameKey":""}}`
-	newHandler := func(*testing.T) slog.Handler {
+	// Each runs on the subtest's goroutine: it fails that subtest.
+	newHandler := func(t *testing.T) slog.Handler {
 		buf.Reset()
 		c, err := parseZapConfig(cfg)
 		if err != nil {

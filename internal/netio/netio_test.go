@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// failAfter bounds every wait of these tests: the failure bound only, never
+// waited out by a passing test.
+const failAfter = 10 * time.Second
+
 // tcpPair returns both ends of a loopback TCP connection.
 func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 	t.Helper()
@@ -51,10 +55,17 @@ func TestVecWriter(t *testing.T) {
 		bufs = append(bufs, b)
 		want = append(want, b...)
 	}
-	got := make(chan []byte, 1)
+	// The deadlines make a writer or a reader that waits for ever fail.
+	c.SetWriteDeadline(time.Now().Add(failAfter))
+	s.SetReadDeadline(time.Now().Add(failAfter))
+	type read struct {
+		b   []byte
+		err error
+	}
+	got := make(chan read, 1)
 	go func() {
-		b, _ := io.ReadAll(s)
-		got <- b
+		b, err := io.ReadAll(s)
+		got <- read{b, err}
 	}()
 	raw, err := c.SyscallConn()
 	if err != nil {
@@ -70,8 +81,16 @@ func TestVecWriter(t *testing.T) {
 		t.Fatalf("Write: %d, %v", m, err)
 	}
 	c.CloseWrite()
-	if b := <-got; !bytes.Equal(b, append(want, "end"...)) {
-		t.Errorf("read %d bytes, want %d in order", len(b), len(want)+3)
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("read: %v", r.err)
+		}
+		if !bytes.Equal(r.b, append(want, "end"...)) {
+			t.Errorf("read %d bytes, want %d in order", len(r.b), len(want)+3)
+		}
+	case <-time.After(2 * failAfter):
+		t.Fatalf("the reader did not end within %v", 2*failAfter)
 	}
 }
 
@@ -81,7 +100,10 @@ func TestVecWriter(t *testing.T) {
 func TestVecWriterErrors(t *testing.T) {
 	t.Parallel()
 	c, s := tcpPair(t)
-	raw, _ := c.SyscallConn()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var v VecWriter
 	v.Reset(raw)
 	// Nobody reads s: the socket fills, then the deadline ends the wait.
@@ -90,10 +112,11 @@ func TestVecWriterErrors(t *testing.T) {
 	if _, err := v.Write(big); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("full socket past its deadline: %v, want a deadline error", err)
 	}
-	c.SetWriteDeadline(time.Time{})
+	// The socket is still full: the writes below wait until the reset
+	// arrives, which the deadline bounds.
+	c.SetWriteDeadline(time.Now().Add(failAfter))
 	s.SetLinger(0)
 	s.Close() // a reset
-	var err error
 	for range 100 {
 		if _, err = v.Write([]byte("x")); err != nil {
 			break
@@ -112,19 +135,28 @@ func TestVecWriterErrors(t *testing.T) {
 func TestReadFD(t *testing.T) {
 	t.Parallel()
 	c, s := tcpPair(t)
-	raw, _ := s.SyscallConn()
+	raw, err := s.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The waits for readability below fail at the deadline.
+	s.SetReadDeadline(time.Now().Add(failAfter))
 	read := func() (n int, again bool, err error) {
 		buf := make([]byte, 16)
 		raw.Control(func(fd uintptr) { n, again, err = ReadFD(fd, buf) })
 		return
 	}
-	c.Write([]byte("hello"))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
 	// Wait until the bytes are there, through the netpoller.
-	raw.Read(func(fd uintptr) bool {
+	if err := raw.Read(func(fd uintptr) bool {
 		var b [1]byte
 		n, _, _ := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return n > 0
-	})
+	}); err != nil {
+		t.Fatalf("waiting for the bytes: %v", err)
+	}
 	if n, again, err := read(); n != 5 || again || err != nil {
 		t.Errorf("read: %d %v %v, want 5 false nil", n, again, err)
 	}
@@ -132,11 +164,13 @@ func TestReadFD(t *testing.T) {
 		t.Errorf("read of an empty socket: %d %v %v, want 0 true nil", n, again, err)
 	}
 	c.Close()
-	raw.Read(func(fd uintptr) bool {
+	if err := raw.Read(func(fd uintptr) bool {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return n == 0 && err == nil
-	})
+	}); err != nil {
+		t.Fatalf("waiting for the end of file: %v", err)
+	}
 	if n, again, err := read(); n != 0 || again || err != io.EOF {
 		t.Errorf("read at end of file: %d %v %v, want 0 false EOF", n, again, err)
 	}

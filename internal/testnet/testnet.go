@@ -4,8 +4,10 @@ package testnet
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +25,20 @@ import (
 // listen.
 func ReservePort(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	return reserve(t, syscall.AF_INET)
+}
+
+// ReservePort6 is ReservePort on the IPv6 loopback address, [::1].
+func ReservePort6(t testing.TB) string {
+	t.Helper()
+	return reserve(t, syscall.AF_INET6)
+}
+
+// reserve binds a TCP socket of family (AF_INET or AF_INET6) to a free
+// loopback port, holds it until the test ends, and returns its address.
+func reserve(t testing.TB, family int) string {
+	t.Helper()
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,28 +47,48 @@ func ReservePort(t testing.TB) string {
 	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	var sa syscall.Sockaddr = &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if family == syscall.AF_INET6 {
+		sa = &syscall.SockaddrInet6{Addr: [16]byte{15: 1}}
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := syscall.Getsockname(fd)
+	bound, err := syscall.Getsockname(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	switch a := bound.(type) {
+	case *syscall.SockaddrInet4:
+		return fmt.Sprintf("127.0.0.1:%d", a.Port)
+	case *syscall.SockaddrInet6:
+		return fmt.Sprintf("[::1]:%d", a.Port)
+	}
+	t.Fatalf("socket bound to %T", bound)
+	return ""
 }
 
-// Junk writes junk to nc from its own goroutine, 4 KiB every 5 ms, for at
-// most 3 s, and sends when a write failed (the server closed the
-// connection), or the zero time if none did: a client that goes on
-// sending whatever the server answered.
+// Junk writes junk to nc from its own goroutine, 4 KiB every 5 ms, and
+// sends when a write failed (the server closed the connection), or the
+// zero time if none did within 30 s (a failure bound, far above any
+// linger a test waits for, that a passing test never waits out): a client
+// that goes on sending whatever the server answered. The writes have a
+// deadline, so that a server that neither reads nor closes does not hold
+// the goroutine for ever; a write that fails on it counts as none failed.
 func Junk(nc net.Conn) <-chan time.Time {
+	const bound = 30 * time.Second
 	failed := make(chan time.Time, 1)
 	go func() {
 		junk := bytes.Repeat([]byte{0xff}, 4<<10)
 		tick := time.NewTicker(5 * time.Millisecond) // a pace for the junk, not a synchronisation
 		defer tick.Stop()
-		for range 600 {
+		end := time.Now().Add(bound)
+		nc.SetWriteDeadline(end)
+		for i := 0; i < int(bound/(5*time.Millisecond)) && time.Now().Before(end); i++ {
 			if _, err := nc.Write(junk); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					break
+				}
 				failed <- time.Now()
 				return
 			}
