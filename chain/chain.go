@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/limit"
@@ -63,7 +64,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Limiter != nil {
 		mw = append(mw, func(next http.Handler) http.Handler {
-			return &limited{l: cfg.Limiter, p: cfg.Proxy, tracer: cfg.Tracer, next: next}
+			return &limited{l: cfg.Limiter, p: cfg.Proxy, tracer: cfg.Tracer, next: next, timed: cfg.Limiter.Adaptive()}
 		})
 	}
 	return compose(cfg.Proxy, mw...), nil
@@ -84,12 +85,16 @@ func compose(final http.Handler, mw ...func(http.Handler) http.Handler) http.Han
 // queue or a wait that ran out of time, nothing for a client that went away.
 // With a tracer, the time to a slot (or to giving up) is a
 // kn.queueproxy.wait span, as Knative's queue-proxy makes it around its
-// breaker; without one, that costs a nil check.
+// breaker; without one, that costs a nil check. With an adaptive limiter
+// (timed), the slot is given back with ReleaseSince and the time it was
+// taken, which is the controller's round trip; a fixed limiter costs that
+// a bool test and no clock reading.
 type limited struct {
 	l      *limit.Limiter
 	p      *proxy.Proxy
 	tracer *tracing.Tracer // nil: tracing off
 	next   http.Handler
+	timed  bool // l.Adaptive(), read once by New
 }
 
 func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -117,6 +122,12 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.p.Fail(w, r, err)
 		return
 	}
-	defer h.l.Release()
+	if h.timed {
+		// The deferred call's argument is read now: the round trip runs
+		// from here to the end of next, panics included.
+		defer h.l.ReleaseSince(time.Now())
+	} else {
+		defer h.l.Release()
+	}
 	h.next.ServeHTTP(w, r)
 }

@@ -13,6 +13,13 @@
 // upgrade wraps it from outside); the tests and bench/ build queue's path
 // with New too, so that none of them composes it by hand.
 //
+// With an adaptive limiter (limit.Config.Adaptive, --concurrency auto) the
+// limit layer reads the clock once a slot is taken and gives the slot back
+// with limit.Limiter.ReleaseSince, so that the limiter's controller learns
+// how long the upstream held it (the request's round trip through the
+// proxy, the response's body included); with a fixed limiter it calls
+// Release and nothing else is on the path. New decides which, once.
+//
 // Layers return errors; they do not write error responses. The limiter's
 // errors (a full queue, a wait for a slot that timed out, a client that went
 // away while waiting) go to the proxy's one writer of error responses,

@@ -40,18 +40,31 @@ const maxCount = math.MaxInt32
 // Config configures a Limiter. It is read only by New.
 type Config struct {
 	// Capacity is the most requests in flight at once. It must be > 0 (an
-	// unlimited instance has no Limiter at all).
+	// unlimited instance has no Limiter at all), unless Adaptive is set:
+	// then it is the most the adaptive limit may rise to, and 0 means
+	// MaxLimit.
 	Capacity int
 
 	// QueueDepth is the most requests that may wait for a slot. 0 means
 	// none may wait: when no slot is free, Acquire fails at once with
-	// ErrQueueFull.
+	// ErrQueueFull. With Adaptive it must be 0: the queue is as deep as
+	// the limit is high, whatever the limit is at the moment.
 	QueueDepth int
 
 	// MaxWait is the longest a request waits for a slot before Acquire
 	// fails with ErrQueueTimeout. 0 means it waits until its context is
-	// done. It does not limit the time a slot is held.
+	// done. It does not limit the time a slot is held. With Adaptive it
+	// bounds the adaptive wait bound (WaitShare of the upstream's no-load
+	// round trip) from above, and 0 means no bound but that one.
 	MaxWait time.Duration
+
+	// Adaptive makes the capacity follow the upstream's latency instead
+	// of staying at Capacity: the limit rises while the round trip of the
+	// requests holding a slot stays near the upstream's no-load round
+	// trip and falls when it grows (adaptive.go, docs/decisions.md D26).
+	// The controller runs on the requests' own Release calls: ReleaseSince
+	// gives it each request's round trip. false: the fixed limit.
+	Adaptive bool
 }
 
 // Limiter is a counting semaphore with a bounded, first-come-first-served
@@ -75,9 +88,16 @@ type Limiter struct {
 	mu         sync.Mutex
 	head, tail *waiter // FIFO of waiting requests; guarded by mu
 
-	capacity uint64
-	depth    uint64
-	maxWait  time.Duration
+	// capacity, depth and maxWait are set by New and, in adaptive mode,
+	// by the controller (setLimit, under mu). They are atomics so that
+	// the adaptive mode costs the fixed one nothing on the path: an
+	// atomic load compiles to a plain load on amd64
+	// (BenchmarkLimiter/uncontended, 14 ns before and after).
+	capacity atomic.Uint64
+	depth    atomic.Uint64
+	maxWait  atomic.Int64 // a time.Duration; 0: none
+
+	ctl *controller // nil: the fixed limit
 }
 
 // waiter is one request in the queue. It is allocated only on the slow path.
@@ -98,6 +118,9 @@ func unpack(s uint64) (held, waiting uint64) { return s & heldMask, s >> 32 }
 // New returns a Limiter for cfg, or an error naming the first field that is
 // out of range.
 func New(cfg Config) (*Limiter, error) {
+	if cfg.Adaptive {
+		return newAdaptive(cfg)
+	}
 	switch {
 	case cfg.Capacity <= 0:
 		return nil, fmt.Errorf("limit: capacity %d: must be > 0", cfg.Capacity)
@@ -110,11 +133,11 @@ func New(cfg Config) (*Limiter, error) {
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("limit: max wait %v: must be >= 0", cfg.MaxWait)
 	}
-	return &Limiter{
-		capacity: uint64(cfg.Capacity),
-		depth:    uint64(cfg.QueueDepth),
-		maxWait:  cfg.MaxWait,
-	}, nil
+	l := &Limiter{}
+	l.capacity.Store(uint64(cfg.Capacity))
+	l.depth.Store(uint64(cfg.QueueDepth))
+	l.maxWait.Store(int64(cfg.MaxWait))
+	return l, nil
 }
 
 // Acquire takes a slot, waiting for one if none is free. On success the
@@ -132,8 +155,11 @@ func (l *Limiter) Acquire(ctx context.Context) error {
 	for {
 		s := l.state.Load()
 		held, waiting := unpack(s)
-		if held >= l.capacity {
-			if waiting >= l.depth {
+		// waiting > 0 with a slot free happens only for the moment an
+		// adaptive limit takes to hand its new slots to the waiters
+		// (setLimit): a newcomer queues behind them.
+		if held >= l.capacity.Load() || waiting > 0 {
+			if waiting >= l.depth.Load() {
 				return ErrQueueFull
 			}
 			return l.wait(ctx)
@@ -153,14 +179,19 @@ func (l *Limiter) wait(ctx context.Context) error {
 		// looked.
 		s := l.state.Load()
 		held, waiting := unpack(s)
-		if held < l.capacity {
+		if held < l.capacity.Load() {
+			if waiting > 0 {
+				// An adaptive limit rose: the oldest waiter first.
+				l.handFree(s)
+				continue
+			}
 			if l.state.CompareAndSwap(s, s+1) {
 				l.mu.Unlock()
 				return nil
 			}
 			continue
 		}
-		if waiting >= l.depth {
+		if waiting >= l.depth.Load() {
 			l.mu.Unlock()
 			return ErrQueueFull
 		}
@@ -173,8 +204,8 @@ func (l *Limiter) wait(ctx context.Context) error {
 	l.mu.Unlock()
 
 	var expired <-chan time.Time
-	if l.maxWait > 0 {
-		t := time.NewTimer(l.maxWait)
+	if d := time.Duration(l.maxWait.Load()); d > 0 {
+		t := time.NewTimer(d)
 		defer t.Stop()
 		expired = t.C
 	}
@@ -215,12 +246,17 @@ func (l *Limiter) wait(ctx context.Context) error {
 //
 // Calling Release without a matching Acquire is a bug in the caller: it lets
 // more than Capacity requests in, or, when no slot is held, does nothing.
+//
+// In adaptive mode a slot given back while more are held than the limit
+// (it has just fallen) becomes free, not a waiter's, until the held count
+// is under the limit again. ReleaseSince is Release that also tells the
+// controller how long the slot was held.
 func (l *Limiter) Release() {
 	for {
 		s := l.state.Load()
 		held, waiting := unpack(s)
 		switch {
-		case waiting > 0:
+		case waiting > 0 && held <= l.capacity.Load():
 			if l.handOff() {
 				return
 			}
@@ -235,7 +271,8 @@ func (l *Limiter) Release() {
 }
 
 // handOff gives the caller's slot to the oldest waiter; the held count does
-// not change. It reports false when the queue emptied before it took mu.
+// not change. It reports false when the queue emptied, or an adaptive
+// limit fell under the held count, before it took mu.
 func (l *Limiter) handOff() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -243,10 +280,27 @@ func (l *Limiter) handOff() bool {
 	if w == nil {
 		return false
 	}
+	if l.ctl != nil {
+		if held, _ := unpack(l.state.Load()); held > l.capacity.Load() {
+			return false
+		}
+	}
 	l.remove(w)
 	l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
 	w.ready <- struct{}{}
 	return true
+}
+
+// handFree gives a free slot to the oldest waiter, which s (the state
+// word) shows to be there: held goes up by one and waiting down by one in
+// one compare-and-swap. It does nothing when the state has changed since
+// s was loaded; the caller looks again. l.mu must be held.
+func (l *Limiter) handFree(s uint64) {
+	if l.state.CompareAndSwap(s, s+1-waitOne) {
+		w := l.head
+		l.remove(w)
+		w.ready <- struct{}{}
+	}
 }
 
 // push appends w to the queue. l.mu must be held.
@@ -281,3 +335,14 @@ func (l *Limiter) Waiting() int {
 	_, waiting := unpack(l.state.Load())
 	return int(waiting)
 }
+
+// Limit returns the most requests that may be in flight now: Capacity, or
+// in adaptive mode the controller's limit (while it measures the no-load
+// round trip, the low limit it pins for that, MinLimit). It is the
+// queue_concurrency_limit metric, and one atomic load.
+func (l *Limiter) Limit() int { return int(l.capacity.Load()) }
+
+// Adaptive reports whether the limit is adaptive (Config.Adaptive). The
+// chain package uses it to decide, once, whether to give the controller
+// the round trips.
+func (l *Limiter) Adaptive() bool { return l.ctl != nil }

@@ -524,6 +524,11 @@ func AppendDurationHistogram(b []byte, name, help, labels string, series []Durat
 type Gauges struct {
 	// Depth returns the requests waiting for a slot now; nil means 0.
 	Depth func() int
+
+	// Limit returns the adaptive concurrency limit now
+	// (queue_concurrency_limit); nil means no such series, as with a
+	// fixed limit or none.
+	Limit func() int
 }
 
 // WritePrometheus writes the metrics in the Prometheus text format
@@ -554,6 +559,9 @@ func (s *Recorder) WritePrometheus(w io.Writer, labels string, g Gauges) error {
 	gauge("queue_average_proxied_concurrent_requests", "Time-weighted average of activator-proxied requests in flight over the last window.", last.AverageProxiedConcurrency)
 	gauge("queue_active_requests", "Requests in flight now, queued ones included.", float64(s.Active()))
 	gauge("queue_depth", "Requests waiting for a concurrency slot now.", float64(depth))
+	if g.Limit != nil {
+		gauge("queue_concurrency_limit", "Requests the adaptive concurrency limit lets in flight now.", float64(g.Limit()))
+	}
 	gauge("queue_process_uptime_seconds", "Seconds since queue started.", time.Since(s.t0).Seconds())
 
 	b = AppendDurationHistogram(b, "http_server_request_duration_seconds",

@@ -27,6 +27,7 @@ type Config struct {
 	StatsListen          string
 	MetricsListen        string
 	Concurrency          int
+	AdaptiveConcurrency  bool // --concurrency auto (docs/decisions.md D26); Concurrency and QueueDepth are then 0
 	QueueDepth           int
 	Timeout              time.Duration
 	ResponseStartTimeout time.Duration
@@ -212,8 +213,8 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(addrValue{&c.AdminListen, false}, "admin-listen", "serve GET /ready, /live, /wait-for-drain (and /debug/pprof/ with --pprof) on `ADDR`")
 	fs.Var(addrValue{&c.StatsListen, false}, "stats-listen", "serve Knative's autoscaler Stat (protobuf at /metrics) on `ADDR`")
 	fs.Var(addrValue{&c.MetricsListen, false}, "metrics-listen", "serve the Prometheus text at /metrics on `ADDR`")
-	fs.Var(intValue{&c.Concurrency}, "concurrency", "let at most `N` requests be in flight to the upstream; 0 = unlimited")
-	fs.Var(intValue{&u.queueDepth}, "queue-depth", "let at most `N` requests wait for a slot; needs --concurrency")
+	fs.Var(concurrencyValue{&c.Concurrency, &c.AdaptiveConcurrency}, "concurrency", "let at most `N` requests be in flight to the upstream; 0 = unlimited; auto = a limit found from the upstream's latency, which rises while its round trip stays near its unloaded one (the queue then follows the limit, and a request waits at most half a round trip)")
+	fs.Var(intValue{&u.queueDepth}, "queue-depth", "let at most `N` requests wait for a slot; needs --concurrency N (not auto)")
 	fs.Var(durationValue{&c.Timeout}, "timeout", "limit each request to `D`; 0 = none")
 	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "limit the wait for the first response byte to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the wait between two reads of the upstream's response body to `D`, at most --timeout; 0 = none")
@@ -351,6 +352,10 @@ func (c *Config) validate(src sources) error {
 	if src.given("tls-listen") && c.TLSCert == "" {
 		return configErrorf("%s has no certificate to serve: want --tls-cert and --tls-key (or tls.crt and tls.key in --knative-cert-dir %s), or no --tls-listen",
 			src.of("tls-listen", c.TLSListen), c.KnativeCertDir)
+	}
+	if src.given("queue-depth") && c.AdaptiveConcurrency {
+		return configErrorf("%s with %s: the adaptive limit sizes its own queue (as deep as its limit, a wait of half the upstream's round trip at most); want no --queue-depth, or --concurrency N",
+			src.of("queue-depth", strconv.Itoa(c.QueueDepth)), src.of("concurrency", "auto"))
 	}
 	if src.given("queue-depth") && c.Concurrency == 0 {
 		return configErrorf("%s needs a concurrency limit: want --concurrency N (N > 0) too, or no --queue-depth (without a limit nothing waits)",
@@ -573,6 +578,36 @@ func (v intValue) Set(s string) error {
 		return errors.New("want a whole number, 0 or more")
 	}
 	*v.p = n
+	return nil
+}
+
+// concurrencyValue is a whole number of requests, 0 for no limit, or auto
+// for the adaptive limit (which sets the number to 0).
+type concurrencyValue struct {
+	n    *int
+	auto *bool
+}
+
+func (v concurrencyValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	if *v.auto {
+		return "auto"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v concurrencyValue) Set(s string) error {
+	if s == "auto" {
+		*v.n, *v.auto = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("want a whole number, 0 or more, or auto")
+	}
+	*v.n, *v.auto = n, false
 	return nil
 }
 

@@ -208,6 +208,7 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.String("stats_listen", c.StatsListen),
 			slog.String("metrics_listen", c.MetricsListen),
 			slog.Int("concurrency", c.Concurrency),
+			slog.Bool("concurrency_auto", c.AdaptiveConcurrency),
 			slog.Int("queue_depth", c.QueueDepth),
 			slog.String("timeout", c.Timeout.String()),
 			slog.String("response_start_timeout", c.ResponseStartTimeout.String()),

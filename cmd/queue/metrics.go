@@ -85,7 +85,7 @@ func (a *app) statsHandler(w http.ResponseWriter, r *http.Request) {
 // metrics.
 func (a *app) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	if err := a.stats.WritePrometheus(w, a.promLabels, stats.Gauges{Depth: a.depth}); err != nil {
+	if err := a.stats.WritePrometheus(w, a.promLabels, stats.Gauges{Depth: a.depth, Limit: a.limit}); err != nil {
 		return
 	}
 	var g ingress.Glitches

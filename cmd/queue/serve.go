@@ -65,6 +65,7 @@ type app struct {
 	statsLn, metricsLn   net.Listener
 	promLabels           string
 	depth                func() int // requests waiting for a slot; nil without --concurrency
+	limit                func() int // the adaptive limit now; nil unless --concurrency auto
 
 	// pprofSrv serves /debug/pprof/ on --pprof-listen; nil without it.
 	pprofSrv *http.Server
@@ -165,7 +166,16 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 			slog.String("endpoint", pushDescription(cfg.Knative.MetricsPush, endpoint)))
 	}
 	var limiter *limit.Limiter // nil: no limit, and not in the chain
-	if cfg.Concurrency > 0 {
+	switch {
+	case cfg.AdaptiveConcurrency:
+		// The wait bound is --timeout's, and the controller's (half the
+		// upstream's round trip) once it has measured one.
+		limiter, err = limit.New(limit.Config{Adaptive: true, MaxWait: cfg.Timeout})
+		if err != nil {
+			return nil, &ConfigError{msg: "--concurrency auto: " + err.Error()}
+		}
+		a.depth, a.limit = limiter.Waiting, limiter.Limit
+	case cfg.Concurrency > 0:
 		limiter, err = limit.New(limit.Config{Capacity: cfg.Concurrency, QueueDepth: cfg.QueueDepth, MaxWait: cfg.Timeout})
 		if err != nil {
 			return nil, &ConfigError{msg: "--concurrency/--queue-depth: " + err.Error()}
