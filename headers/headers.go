@@ -13,6 +13,7 @@ import (
 const (
 	Connection              = "Connection"
 	ContentLength           = "Content-Length"
+	RetryAfter              = "Retry-After"
 	Expect                  = "Expect"
 	Forwarded               = "Forwarded"
 	HTTP2Settings           = "Http2-Settings"

@@ -266,6 +266,12 @@ func writeError(w http.ResponseWriter, code int) {
 	text := http.StatusText(code)
 	h["Content-Type"] = textPlain
 	h[headers.ContentLength] = []string{strconv.Itoa(len(text))}
+	if code == http.StatusServiceUnavailable {
+		// queue's own 503s (a full queue, a wait that ran out, an
+		// overloaded queue: limit.Guard) mean "try again shortly"
+		// (RFC 9110 section 10.2.3).
+		h[headers.RetryAfter] = retryAfter
+	}
 	if code >= 400 && code < 500 {
 		h[headers.Connection] = connClose
 	}
@@ -274,8 +280,9 @@ func writeError(w http.ResponseWriter, code int) {
 }
 
 var (
-	textPlain = []string{"text/plain; charset=utf-8"}
-	connClose = []string{"close"}
+	textPlain  = []string{"text/plain; charset=utf-8"}
+	connClose  = []string{"close"}
+	retryAfter = []string{"1"}
 )
 
 // abort cuts a response that already started: HTTP/1.1 closes the
