@@ -12,8 +12,10 @@ import (
 	"github.com/queue-dev/queue/internal/testnet"
 )
 
-// serveUntil serves addr as listenAgain does and returns a function that
-// stops it: the port refuses connects again after.
+// serveUntil listens on addr and serves it as an upstream of protocol
+// proto (HTTP1 or H2C) that answers "METHOD LENGTH" to every request, until
+// the test ends or the function it returns is called: the port refuses
+// connects again after.
 func serveUntil(t *testing.T, addr, proto string) (stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)

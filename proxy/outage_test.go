@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -50,24 +49,10 @@ func TestRefusedConnect(t *testing.T) {
 
 // listenAgain listens on addr and serves it as an upstream of protocol
 // proto (HTTP1 or H2C) that answers "METHOD LENGTH" to every request,
-// until the test ends.
+// until the test ends (serveUntil).
 func listenAgain(t *testing.T, addr, proto string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen again on %s: %v", addr, err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		fmt.Fprintf(w, "%s %d", r.Method, n)
-	})}
-	if proto == H2C {
-		var p http.Protocols
-		p.SetUnencryptedHTTP2(true)
-		srv.Protocols = &p
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	serveUntil(t, addr, proto)
 }
 
 // outageFront serves a Proxy of cfg behind front ("net-http", or "h1" for
