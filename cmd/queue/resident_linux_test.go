@@ -108,14 +108,16 @@ func TestReleaseStartupPages(t *testing.T) {
 	}
 	after, _ := resident()
 	t.Logf("resident read-only pages: %d KiB before, %d KiB released, %d KiB after", before>>10, released>>10, after>>10)
-	// released is what this call found resident; in-process servers of
+	// released is what this call found resident. In-process servers of
 	// other tests release the same pages when their upstream is first
-	// ready, and one may have done so between the two readings, so only
-	// what is left after both is compared with before.
+	// ready: one may have done so between the two readings (released is
+	// then less than before), or before the first (before is then what
+	// the process faulted back in since, and released may be more). So
+	// what is left is compared with the larger of the two.
 	if released == 0 {
 		t.Errorf("released nothing of %d resident", before)
 	}
-	if after >= before/2 {
-		t.Errorf("resident after release %d bytes, before %d", after, before)
+	if most := max(before, released); after >= most/2 {
+		t.Errorf("resident after release %d bytes, want under half of %d (before %d, released %d)", after, most, before, released)
 	}
 }
