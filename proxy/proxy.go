@@ -267,9 +267,8 @@ func writeError(w http.ResponseWriter, code int) {
 	h["Content-Type"] = textPlain
 	h[headers.ContentLength] = []string{strconv.Itoa(len(text))}
 	if code == http.StatusServiceUnavailable {
-		// queue's own 503s (a full queue, a wait that ran out, an
-		// overloaded queue: limit.Guard) mean "try again shortly"
-		// (RFC 9110 section 10.2.3).
+		// queue's own 503s (a full queue, a wait for a slot that ran
+		// out) mean "try again shortly" (RFC 9110 section 10.2.3).
 		h[headers.RetryAfter] = retryAfter
 	}
 	if code >= 400 && code < 500 {
