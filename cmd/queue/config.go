@@ -603,11 +603,10 @@ func (v concurrencyValue) Set(s string) error {
 		*v.n, *v.auto = 0, true
 		return nil
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return errors.New("want a whole number, 0 or more, or auto")
+	if err := (intValue{v.n}).Set(s); err != nil {
+		return fmt.Errorf("%v, or auto", err) // intValue's rule, and its words
 	}
-	*v.n, *v.auto = n, false
+	*v.auto = false
 	return nil
 }
 
