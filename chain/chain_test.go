@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/queue-dev/queue/chain"
 	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
@@ -58,22 +58,14 @@ func serve(t *testing.T, cfg chain.Config) *httptest.Server {
 	return srv
 }
 
+// failAfter bounds the tests' requests and their waits on a channel: it
+// is the failure bound only, never waited out by a passing test.
+const failAfter = 30 * time.Second
+
 // client is srv's client with a timeout: a request that is never answered
 // fails the test instead of hanging it.
 func client(srv *httptest.Server) *http.Client {
-	return &http.Client{Transport: srv.Client().Transport, Timeout: 30 * time.Second}
-}
-
-// recv receives from ch within 30 s.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %s within 30 s", what)
-		panic("unreachable")
-	}
+	return &http.Client{Transport: srv.Client().Transport, Timeout: failAfter}
 }
 
 // TestOrder checks the composition in request order by what each layer
@@ -172,9 +164,7 @@ func TestOrder(t *testing.T) {
 func TestOneOfThree(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{}, 3)
-	unblock := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(unblock) }) }
+	unblock, release := testnet.Releaser(t)
 	p := newProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-unblock
@@ -186,7 +176,7 @@ func TestOneOfThree(t *testing.T) {
 	}
 	st := stats.New(stats.Config{})
 	srv := serve(t, chain.Config{Drain: drain.New(drain.Config{}), Stats: st, Limiter: l, Proxy: p})
-	t.Cleanup(release) // first: the servers' Close waits for their handlers
+	t.Cleanup(release) // again, to run first: the servers' Close waits for their handlers
 
 	type result struct {
 		code  int
@@ -210,8 +200,8 @@ func TestOneOfThree(t *testing.T) {
 	}
 
 	// Nothing can finish before unblock but the refused request.
-	recv(t, entered, "request at the upstream")
-	first := recv(t, results, "first response")
+	testnet.Recv(t, entered, failAfter, "request at the upstream")
+	first := testnet.Recv(t, results, failAfter, "first response")
 	if first.err != nil {
 		t.Fatal(first.err)
 	}
@@ -235,7 +225,7 @@ func TestOneOfThree(t *testing.T) {
 
 	release()
 	for range 2 {
-		r := recv(t, results, "response")
+		r := testnet.Recv(t, results, failAfter, "response")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestLingerBounded: a chunked POST whose first chunk-size line runs on
@@ -68,7 +70,7 @@ func TestLingerBounded(t *testing.T) {
 	if sent >= limit {
 		t.Errorf("the connection was cut after %d bytes of extension, want fewer than %d", sent, limit)
 	}
-	if got, want := recv(t, status, "status line"), "HTTP/1.1 400 Bad Request\r\n"; got != want {
+	if got, want := testnet.Recv(t, status, failAfter, "status line"), "HTTP/1.1 400 Bad Request\r\n"; got != want {
 		t.Errorf("status line = %q, want %q", got, want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/internal/engine"
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // failAfter bounds every wait on the network in these tests: it is the
@@ -53,30 +54,6 @@ func serveOn(t *testing.T, s *Server, ln net.Listener) string {
 		}
 	})
 	return ln.Addr().String()
-}
-
-// recv returns the next value on ch, and fails the test if none comes
-// within failAfter.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(failAfter):
-		t.Fatalf("no %s within %v", what, failAfter)
-		panic("unreachable")
-	}
-}
-
-// releaser returns a channel for handlers to wait on and the function that
-// closes it, once; the test's cleanup calls it too, so that a test that
-// fails early leaves no handler waiting for ever.
-func releaser(t *testing.T) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(release)
-	return ch, release
 }
 
 func dial(t *testing.T, addr string) *net.TCPConn {
@@ -1041,7 +1018,7 @@ func TestClientGone(t *testing.T) {
 				t.Fatal("handler not called")
 			}
 			c.Close()
-			if err := recv(t, canceled, "word from the handler"); !errors.Is(err, context.Canceled) {
+			if err := testnet.Recv(t, canceled, failAfter, "word from the handler"); !errors.Is(err, context.Canceled) {
 				t.Errorf("request context: %v, want %v", err, context.Canceled)
 			}
 		})
@@ -1085,7 +1062,7 @@ func TestBodyReadElsewhere(t *testing.T) {
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if err := recv(t, wrote, "the end of the request's write"); err != nil {
+		if err := testnet.Recv(t, wrote, failAfter, "the end of the request's write"); err != nil {
 			t.Fatalf("request %d: write: %v", i, err)
 		}
 		if got, want := string(x.body), "got "+body; got != want {
@@ -1123,7 +1100,7 @@ func TestHijack(t *testing.T) {
 	if _, err := io.WriteString(c, "GET /up HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\nEXTRA"); err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	if s, want := recv(t, got, "word from the hijacking handler"), "EXTRA"; s != want {
+	if s, want := testnet.Recv(t, got, failAfter, "word from the hijacking handler"), "EXTRA"; s != want {
 		t.Errorf("handler read %q after the request, want %q", s, want)
 	}
 	out, err := io.ReadAll(c)
@@ -1142,7 +1119,7 @@ func TestHijack(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{})
-	release, releaseAll := releaser(t)
+	release, releaseAll := testnet.Releaser(t)
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(entered)
@@ -1187,7 +1164,7 @@ func TestShutdown(t *testing.T) {
 	go func() { shut <- s.Shutdown(ctx) }()
 	// Serve returns once Shutdown has closed the listeners, which it does
 	// after it marked the server as shutting down.
-	if err := recv(t, served, "return from Serve after Shutdown"); !errors.Is(err, ErrServerClosed) {
+	if err := testnet.Recv(t, served, failAfter, "return from Serve after Shutdown"); !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve returned %v, want ErrServerClosed", err)
 	}
 	if !closedByPeer(t, idle, idleBR) {
@@ -1204,7 +1181,7 @@ func TestShutdown(t *testing.T) {
 	if !x.res.Close {
 		t.Errorf("response during Shutdown has no Connection: close")
 	}
-	if err := recv(t, shut, "return from Shutdown"); err != nil {
+	if err := testnet.Recv(t, shut, failAfter, "return from Shutdown"); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 	if c, err := net.DialTimeout("tcp", addr, failAfter); err == nil {
@@ -1628,7 +1605,7 @@ func TestSlowAfterTheHead(t *testing.T) {
 			if _, err := io.WriteString(c, tt.rest); err != nil {
 				t.Fatalf("write the rest: %v", err)
 			}
-			if s, want := recv(t, got, "word from the handler"), "helloworld"; s != want {
+			if s, want := testnet.Recv(t, got, failAfter, "word from the handler"), "helloworld"; s != want {
 				t.Errorf("handler read %q, want %q", s, want)
 			}
 		})
@@ -1701,7 +1678,7 @@ func readInterim(br *bufio.Reader) (int, error) {
 func TestWatcherDisarmed(t *testing.T) {
 	t.Parallel()
 	in := make(chan struct{})
-	release, releaseAll := releaser(t)
+	release, releaseAll := testnet.Releaser(t)
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/wait" {
 			in <- struct{}{}
@@ -1714,7 +1691,7 @@ func TestWatcherDisarmed(t *testing.T) {
 	c.SetDeadline(time.Now().Add(failAfter))
 	br := bufio.NewReader(c)
 	io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: a\r\n\r\n")
-	recv(t, in, "request in the handler")
+	testnet.Recv(t, in, failAfter, "request in the handler")
 	if !armed() {
 		t.Fatal("no watcher timer while a request is in its handler")
 	}
@@ -1830,7 +1807,7 @@ func (l *notifyListener) Accept() (net.Conn, error) {
 func TestUnwatch(t *testing.T) {
 	t.Parallel()
 	in := make(chan struct{})
-	release, releaseAll := releaser(t)
+	release, releaseAll := testnet.Releaser(t)
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/unwatch" {
 			w.(engine.Unwatcher).Unwatch()
@@ -1845,12 +1822,12 @@ func TestUnwatch(t *testing.T) {
 		c.SetDeadline(time.Now().Add(failAfter))
 	}
 	io.WriteString(c1, "GET /unwatch HTTP/1.1\r\nHost: a\r\n\r\n")
-	recv(t, in, "/unwatch in its handler")
+	testnet.Recv(t, in, failAfter, "/unwatch in its handler")
 	if armed() {
 		t.Error("the watcher's timer is armed for a request that gave up its watch")
 	}
 	io.WriteString(c2, "GET /watched HTTP/1.1\r\nHost: a\r\n\r\n")
-	recv(t, in, "/watched in its handler")
+	testnet.Recv(t, in, failAfter, "/watched in its handler")
 	if !armed() {
 		t.Error("no watcher timer while a watched request is in its handler")
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // blockingServer serves requests whose handler, for target /block, tells
@@ -88,7 +90,7 @@ func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 	// /block) and returns once its handler runs; release lets it finish.
 	blocked := func(t *testing.T) (c *net.TCPConn, br *bufio.Reader, release func()) {
 		entered := make(chan struct{}, 1)
-		wait, release := releaser(t)
+		wait, release := testnet.Releaser(t)
 		c = dial(t, blockingServer(t, entered, wait))
 		c.SetDeadline(time.Now().Add(failAfter))
 		br = bufio.NewReader(c)
@@ -97,7 +99,7 @@ func testSessionBytesDuringHandler(t *testing.T, blockReq, blockBody string) {
 			t.Fatalf("first: %v", err)
 		}
 		io.WriteString(c, blockReq)
-		recv(t, entered, "/block in its handler")
+		testnet.Recv(t, entered, failAfter, "/block in its handler")
 		return c, br, release
 	}
 	t.Run("pipelined request", func(t *testing.T) {
@@ -167,7 +169,7 @@ func testSessionHijack(t *testing.T, req string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := recv(t, got, "the handler's Hijack"); !errors.Is(err, errHijackInSession) {
+	if err := testnet.Recv(t, got, failAfter, "the handler's Hijack"); !errors.Is(err, errHijackInSession) {
 		t.Errorf("Hijack = %v, want %v", err, errHijackInSession)
 	}
 	if !strings.Contains(string(x.body), "not hijacked") {
@@ -252,7 +254,7 @@ func TestHijackKeepAlive(t *testing.T) {
 	c := dial(t, ln.Addr().String())
 	c.SetDeadline(time.Now().Add(failAfter))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
-	r := recv(t, got, "word from the hijacking handler")
+	r := testnet.Recv(t, got, failAfter, "word from the hijacking handler")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

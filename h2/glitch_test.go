@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/queue-dev/queue/h2"
+	"github.com/queue-dev/queue/internal/testnet"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -200,7 +201,7 @@ func TestGlitchBudget(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			release, _ := releaser(t)
+			release, _ := testnet.Releaser(t)
 			srv := newServer(tc.handler(release))
 			ts := startServer(t, srv)
 			rc := ts.dialRaw(t)
@@ -233,7 +234,7 @@ func TestGlitchBudget(t *testing.T) {
 // the connection goes on), a PING at a time, the few PRIORITY frames some
 // browsers send, streams it cancels among streams that are served.
 func TestGlitchBudgetHonest(t *testing.T) {
-	release, _ := releaser(t)
+	release, _ := testnet.Releaser(t)
 	srv := newServer(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/held" {
 			held(release)(w, r)

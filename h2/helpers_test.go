@@ -471,26 +471,3 @@ func (rc *rawClient) expectEOF() {
 		return
 	}
 }
-
-// waitFor receives from ch within failAfter.
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(failAfter):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// releaser returns a channel for handlers to wait on, and the function
-// that closes it, once; the test's cleanup calls it too, so that no handler
-// outlives the test.
-func releaser(t *testing.T) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(release)
-	return ch, release
-}

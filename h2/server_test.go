@@ -28,6 +28,7 @@ import (
 
 	"github.com/queue-dev/queue/h2"
 	"github.com/queue-dev/queue/internal/engine"
+	"github.com/queue-dev/queue/internal/testnet"
 	"github.com/queue-dev/queue/internal/workers"
 	"golang.org/x/net/http2"
 )
@@ -312,7 +313,7 @@ func TestContextCanceledAfterHandler(t *testing.T) {
 	}
 	io.ReadAll(res.Body)
 	res.Body.Close()
-	if err := waitFor(t, canceled, "the request's context to be canceled after ServeHTTP returned"); err == nil {
+	if err := testnet.Recv(t, canceled, failAfter, "the request's context to be canceled after ServeHTTP returned"); err == nil {
 		t.Errorf("ctx.Err() = nil after Done")
 	}
 }
@@ -641,7 +642,7 @@ func writeDeadlineServer(t *testing.T, setDeadline func(*http.ResponseController
 // the client's flow control makes the Write fail.
 func TestWriteDeadline(t *testing.T) {
 	result := make(chan error, 1)
-	released, release := releaser(t)
+	released, release := testnet.Releaser(t)
 	ts := writeDeadlineServer(t, func(rc *http.ResponseController) {
 		<-released
 		rc.SetWriteDeadline(time.Now().Add(-time.Second))
@@ -653,7 +654,7 @@ func TestWriteDeadline(t *testing.T) {
 		t.Fatalf("got %v, want the head without END_STREAM", f)
 	}
 	release()
-	if err := waitFor(t, result, "the Write"); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := testnet.Recv(t, result, failAfter, "the Write"); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Write returned %v, want os.ErrDeadlineExceeded", err)
 	}
 }
@@ -670,7 +671,7 @@ func TestWriteDeadlineResetsStream(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	rc.headers(1, true, request("GET", "/")...)
-	if err := waitFor(t, result, "the Write"); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := testnet.Recv(t, result, failAfter, "the Write"); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Write returned %v, want os.ErrDeadlineExceeded", err)
 	}
 	res := rc.readResponse(1, nil)
@@ -700,9 +701,9 @@ func TestResetCancelsContext(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake()
 	rc.headers(1, true, request("GET", "/block")...)
-	waitFor(t, started, "the handler")
+	testnet.Recv(t, started, failAfter, "the handler")
 	rc.rst(1, http2.ErrCodeCancel)
-	if err := waitFor(t, done, "the handler to return"); !errors.Is(err, context.Canceled) {
+	if err := testnet.Recv(t, done, failAfter, "the handler to return"); !errors.Is(err, context.Canceled) {
 		t.Errorf("ctx.Err() = %v, want context.Canceled", err)
 	}
 	rc.headers(3, true, request("GET", "/next")...)
@@ -750,12 +751,12 @@ func TestNotifyCancel(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake()
 	rc.headers(1, true, request("GET", "/block")...)
-	waitFor(t, started, "the handler")
+	testnet.Recv(t, started, failAfter, "the handler")
 	rc.rst(1, http2.ErrCodeCancel)
-	if err := waitFor(t, done, "the handler's wake-up"); !errors.Is(err, context.Canceled) {
+	if err := testnet.Recv(t, done, failAfter, "the handler's wake-up"); !errors.Is(err, context.Canceled) {
 		t.Errorf("woken with ctx.Err() = %v, want context.Canceled", err)
 	}
-	if err := waitFor(t, done, "the late channel"); err != nil {
+	if err := testnet.Recv(t, done, failAfter, "the late channel"); err != nil {
 		t.Error(err)
 	}
 	rc.headers(3, true, request("GET", "/next")...)
@@ -841,8 +842,8 @@ func TestInformational(t *testing.T) {
 // handler still works on the response.
 func TestInformationalSentAtOnce(t *testing.T) {
 	started := make(chan struct{}, 1)
-	go103, write103 := releaser(t)
-	released, release := releaser(t)
+	go103, write103 := testnet.Releaser(t)
+	released, release := testnet.Releaser(t)
 	ts := startServer(t, newServer(func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
 		<-go103
@@ -854,7 +855,7 @@ func TestInformationalSentAtOnce(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake()
 	rc.headers(1, true, request("GET", "/")...)
-	waitFor(t, started, "the handler")
+	testnet.Recv(t, started, failAfter, "the handler")
 	// Once the PING is acked, the server has read all the client sent and
 	// written what that asked for; the client sends nothing more.
 	if fs := rc.sync(); len(fs) > 0 {
@@ -910,7 +911,7 @@ func TestNoBody(t *testing.T) {
 			t.Errorf("%s %s: content-length %q, want %q", tc.method, tc.path, got, tc.cl)
 		}
 		if strings.HasPrefix(tc.path, "/204") || strings.HasPrefix(tc.path, "/304") {
-			if err := waitFor(t, writeErr, "the handler's Write"); !errors.Is(err, http.ErrBodyNotAllowed) {
+			if err := testnet.Recv(t, writeErr, failAfter, "the handler's Write"); !errors.Is(err, http.ErrBodyNotAllowed) {
 				t.Errorf("%s: Write returned %v, want http.ErrBodyNotAllowed", tc.path, err)
 			}
 		}
@@ -962,7 +963,7 @@ func TestDeclaredLength(t *testing.T) {
 	id := uint32(1)
 	for _, path := range []string{"/short", "/none"} {
 		rc.headers(id, true, request("GET", path)...)
-		waitFor(t, result, "the handler")
+		testnet.Recv(t, result, failAfter, "the handler")
 		res := rc.readResponse(id, nil)
 		if !res.rst || res.ended {
 			t.Errorf("%s: ended %v (body %q), rst %v; want RST_STREAM and no END_STREAM", path, res.ended, res.body, res.rst)
@@ -979,7 +980,7 @@ func TestDeclaredLength(t *testing.T) {
 		{"/long-empty", []int{10, 0}, []error{nil, nil}},
 	} {
 		rc.headers(id, true, request("GET", tc.path)...)
-		got := waitFor(t, result, "the handler")
+		got := testnet.Recv(t, result, failAfter, "the handler")
 		if !reflect.DeepEqual(got.n, tc.n) || !reflect.DeepEqual(got.err, tc.err) {
 			t.Errorf("%s: Write returned %v %v, want %v %v", tc.path, got.n, got.err, tc.n, tc.err)
 		}
@@ -1002,7 +1003,7 @@ func TestDeclaredLength(t *testing.T) {
 // GOAWAY; a stream past it is not served; the stream in flight ends; the
 // connection closes and Shutdown returns nil.
 func TestShutdown(t *testing.T) {
-	released, release := releaser(t)
+	released, release := testnet.Releaser(t)
 	started := make(chan string, 10)
 	ts := startServer(t, newServer(func(w http.ResponseWriter, r *http.Request) {
 		started <- r.URL.Path
@@ -1014,7 +1015,7 @@ func TestShutdown(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake()
 	rc.headers(1, true, request("GET", "/block")...)
-	if got := waitFor(t, started, "the handler"); got != "/block" {
+	if got := testnet.Recv(t, started, failAfter, "the handler"); got != "/block" {
 		t.Fatalf("handler saw %s", got)
 	}
 
@@ -1065,7 +1066,7 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("stream 1: %s %q ended %v", res.status, res.body, res.ended)
 	}
 	rc.expectEOF()
-	if err := waitFor(t, shut, "Shutdown"); err != nil {
+	if err := testnet.Recv(t, shut, failAfter, "Shutdown"); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 	close(started)
@@ -1093,7 +1094,7 @@ func TestShutdownNoPingAck(t *testing.T) {
 		shut <- ts.srv.Shutdown(ctx)
 	}()
 	rc.expectDrain(1, false)
-	if err := waitFor(t, shut, "Shutdown"); err != nil {
+	if err := testnet.Recv(t, shut, failAfter, "Shutdown"); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
@@ -1115,15 +1116,15 @@ func TestShutdownDeadline(t *testing.T) {
 	rc := ts.dialRaw(t)
 	rc.handshake()
 	rc.headers(1, true, request("GET", "/")...)
-	waitFor(t, started, "the handler")
+	testnet.Recv(t, started, failAfter, "the handler")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- ts.srv.Shutdown(ctx) }()
-	if err := waitFor(t, shut, "Shutdown"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := testnet.Recv(t, shut, failAfter, "Shutdown"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown: %v, want context.DeadlineExceeded", err)
 	}
-	if err := waitFor(t, handlerErr, "the handler"); err == nil || err.Error() == "context not canceled" {
+	if err := testnet.Recv(t, handlerErr, failAfter, "the handler"); err == nil || err.Error() == "context not canceled" {
 		t.Errorf("handler: %v", err)
 	}
 	rc.expectEOF()
@@ -1147,7 +1148,7 @@ func TestIdleTimeout(t *testing.T) {
 // that was still open when the client sent its last frame (the read loop
 // then waits on a client that sends nothing more).
 func TestIdleTimeoutAfterLongStream(t *testing.T) {
-	released, release := releaser(t)
+	released, release := testnet.Releaser(t)
 	srv := newServer(func(w http.ResponseWriter, r *http.Request) {
 		<-released
 		io.WriteString(w, "ok")
@@ -1212,7 +1213,7 @@ func TestPeerGone(t *testing.T) {
 		{name: "busy, reset, write failed", busy: true, last: windowUpdate, reset: true, writeFails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			released, release := releaser(t)
+			released, release := testnet.Releaser(t)
 			started := make(chan struct{}, conns)
 			srv := newServer(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/busy" {
@@ -1232,7 +1233,7 @@ func TestPeerGone(t *testing.T) {
 				rc.handshake()
 				if tc.busy {
 					rc.headers(1, true, request("GET", "/busy")...)
-					waitFor(t, started, "the handler to start")
+					testnet.Recv(t, started, failAfter, "the handler to start")
 				} else {
 					rc.headers(1, true, request("GET", "/")...)
 					if res := rc.readResponse(1, nil); res.status != "200" {
@@ -1277,7 +1278,7 @@ func TestPeerGone(t *testing.T) {
 			once.Do(unlock)
 			release()
 			for i := range conns {
-				waitFor(t, ended, fmt.Sprintf("connection %d of %d to end", i+1, conns))
+				testnet.Recv(t, ended, failAfter, fmt.Sprintf("connection %d of %d to end", i+1, conns))
 			}
 		})
 	}
@@ -1326,8 +1327,8 @@ func TestLiveness(t *testing.T) {
 			if pings != 1 {
 				t.Errorf("%d PINGs before the end, want 1", pings)
 			}
-			waitFor(t, ended, "the connection to end")
-			waitFor(t, gone, "the handler's context to be canceled")
+			testnet.Recv(t, ended, failAfter, "the connection to end")
+			testnet.Recv(t, gone, failAfter, "the handler's context to be canceled")
 		})
 	}
 }
@@ -1351,7 +1352,7 @@ func TestConnFreed(t *testing.T) {
 		rc := ts.dialRaw(t)
 		rc.handshake()
 		rc.headers(1, false, request("POST", "/")...)
-		waitFor(t, started, "the handler to start")
+		testnet.Recv(t, started, failAfter, "the handler to start")
 		rcs = append(rcs, rc)
 	}
 	var freed atomic.Int32
@@ -1750,7 +1751,7 @@ func TestConnErrorCutsStuckWrite(t *testing.T) {
 		run  func(rc *rawClient, sc *stuckConn) (errAt time.Time)
 	}{
 		{"invalid preface", func(rc *rawClient, sc *stuckConn) time.Time {
-			waitFor(t, sc.entered, "the SETTINGS write")
+			testnet.Recv(t, sc.entered, failAfter, "the SETTINGS write")
 			errAt := time.Now()
 			unorderedWrite(t, rc.nc, []byte("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"))
 			return errAt
@@ -1759,7 +1760,7 @@ func TestConnErrorCutsStuckWrite(t *testing.T) {
 			rc.handshake()
 			sc.stuck.Store(true)
 			rc.headers(1, true, request("GET", "/")...)
-			waitFor(t, sc.entered, "the response's write")
+			testnet.Recv(t, sc.entered, failAfter, "the response's write")
 			errAt := time.Now()
 			rc.data(0, false, []byte("x"))
 			return errAt
@@ -1775,7 +1776,7 @@ func TestConnErrorCutsStuckWrite(t *testing.T) {
 				srv.ServeConn(c, nil)
 			})
 			rc := ts.dialRaw(t)
-			sc := waitFor(t, conns, "the connection")
+			sc := testnet.Recv(t, conns, failAfter, "the connection")
 			errAt := tc.run(rc, sc)
 			rc.expectEOF()
 			sc.mu.Lock()

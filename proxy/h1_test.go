@@ -763,7 +763,7 @@ func TestForwardingOnOneConnection(t *testing.T) {
 					t.Fatalf("request %d: %v", i, err)
 				}
 				res.Body.Close()
-				if got := recv(t, saw, "the request at the upstream"); got != st.want {
+				if got := testnet.Recv(t, saw, recvBound, "the request at the upstream"); got != st.want {
 					t.Errorf("request %d (Host %s): upstream saw %+v, want %+v", i, st.host, got, st.want)
 				}
 			}

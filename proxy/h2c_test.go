@@ -16,9 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queue-dev/queue/internal/testnet"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
+
+// recvBound bounds the tests' waits on a channel (testnet.Recv): it is the
+// failure bound only, never waited out by a passing test.
+const recvBound = time.Minute
 
 // h2Event is a frame a raw h2c upstream read, copied out of the Framer.
 type h2Event struct {
@@ -167,18 +172,6 @@ func h2cFront(t *testing.T, upstream string, cfg Config, tune ...func(*Proxy)) (
 	srv := httptest.NewServer(p)
 	t.Cleanup(func() { srv.Close(); p.Close() })
 	return p, srv.URL
-}
-
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(time.Minute):
-		t.Fatalf("no %s within a minute", what)
-	}
-	var zero T
-	return zero
 }
 
 // TestH2CGoAwayDrain: two requests open streams 1 and 3 on the first
@@ -338,13 +331,13 @@ func TestH2CClientCancel(t *testing.T) {
 		_, err := http.DefaultClient.Do(req)
 		done <- err
 	}()
-	id := recv(t, opened, "request at the upstream")
+	id := testnet.Recv(t, opened, recvBound, "request at the upstream")
 	cancel()
-	ev := recv(t, reset, "RST_STREAM at the upstream")
+	ev := testnet.Recv(t, reset, recvBound, "RST_STREAM at the upstream")
 	if ev.stream != id || ev.code != http2.ErrCodeCancel {
 		t.Errorf("got RST_STREAM %d %v, want %d CANCEL", ev.stream, ev.code, id)
 	}
-	if err := recv(t, done, "client's return"); !errors.Is(err, context.Canceled) {
+	if err := testnet.Recv(t, done, recvBound, "client's return"); !errors.Is(err, context.Canceled) {
 		t.Errorf("client: %v, want context.Canceled", err)
 	}
 }
@@ -499,7 +492,7 @@ func TestH2CRapidReset(t *testing.T) {
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*streams + 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
 	write("the last request")
-	if err := recv(t, final, "the last response"); err != nil {
+	if err := testnet.Recv(t, final, recvBound, "the last response"); err != nil {
 		t.Fatal(err)
 	}
 	// Then every handler returns, and the upstream reads the reset of every
@@ -584,7 +577,7 @@ func TestH2CPing(t *testing.T) {
 	if o := do(&http.Client{Timeout: 10 * time.Second}, req); o.code != 502 {
 		t.Errorf("got %d %v, want 502", o.code, o.err)
 	}
-	recv(t, pinged, "PING at the upstream")
+	testnet.Recv(t, pinged, recvBound, "PING at the upstream")
 }
 
 // TestH2CIdleRetire: a connection left without streams for the idle
@@ -605,7 +598,7 @@ func TestH2CIdleRetire(t *testing.T) {
 	if o := do(&http.Client{Timeout: 10 * time.Second}, req); o.code != 204 {
 		t.Fatalf("got %d %v, want 204", o.code, o.err)
 	}
-	if n := recv(t, closed, "the idle connection's close"); n != 1 {
+	if n := testnet.Recv(t, closed, recvBound, "the idle connection's close"); n != 1 {
 		t.Errorf("closed connection %d, want 1", n)
 	}
 }
@@ -718,7 +711,7 @@ func TestH2CStreamsPerConn(t *testing.T) {
 		}()
 	}
 	for range total {
-		if err := recv(t, errs, "a response"); err != nil {
+		if err := testnet.Recv(t, errs, recvBound, "a response"); err != nil {
 			t.Fatal(err)
 		}
 	}

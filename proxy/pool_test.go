@@ -14,6 +14,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // How a stale upstream ends each connection after answering its first
@@ -699,7 +701,7 @@ func TestReaperDisarmed(t *testing.T) {
 		t.Error("no reaper timer while an exchange is in flight")
 	}
 	releaseUp()
-	if err := recv(t, done, "the response"); err != nil {
+	if err := testnet.Recv(t, done, recvBound, "the response"); err != nil {
 		t.Fatal(err)
 	}
 	servedBy("/wait")

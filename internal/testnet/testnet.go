@@ -1,5 +1,6 @@
 // Package testnet holds what the tests of several packages need of the
-// network, and a buffer their logs can go to, so that each is written once. It is imported by tests only.
+// network, a buffer their logs can go to, and their bounded waits on
+// channels, so that each is written once. It is imported by tests only.
 package testnet
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,4 +99,34 @@ func Junk(nc net.Conn) <-chan time.Time {
 		failed <- time.Time{}
 	}()
 	return failed
+}
+
+// Recv returns the next value on ch, and fails the test if none comes
+// within bound: the failure bound only, never waited out by a passing
+// test. what names the value awaited, for the failure message ("timed out
+// after 5s waiting for the handler to return"). Call it from the test's
+// own goroutine, as t.Fatal must be.
+func Recv[T any](t testing.TB, ch <-chan T, bound time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(bound):
+		t.Fatalf("timed out after %v waiting for %s", bound, what)
+		panic("unreachable")
+	}
+}
+
+// Releaser returns a channel for handlers to wait on, and the function
+// that closes it, once however often it is called. The test's cleanup
+// calls it too, so that a test that fails before releasing leaves no
+// handler waiting for ever. That cleanup runs after the cleanups
+// registered later (a server's Close, say); a test whose later cleanup
+// waits for the handlers registers the function again, after it.
+func Releaser(t testing.TB) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	return ch, release
 }
