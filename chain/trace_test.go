@@ -42,10 +42,7 @@ func TestWaitSpan(t *testing.T) {
 	}
 	l := mustLimiter(t, limit.Config{Capacity: 1, QueueDepth: 1})
 	entered := make(chan string, 3)
-	release := make(chan struct{})
-	var once sync.Once
-	releaseAll := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(releaseAll) // a failing test lets its handlers go
+	release, releaseAll := testnet.Releaser(t) // a failing test lets its handlers go
 	h := tr.Handler(&limited{l: l, p: newProxy(t), tracer: tr, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- r.URL.Path
 		<-release

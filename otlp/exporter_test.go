@@ -440,9 +440,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // Shutdown sends the rest.
 func TestQueue(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	release, releaseAll := testnet.Releaser(t)
 	var mu sync.Mutex
 	var names []string
 	arrived := make(chan struct{}, 16)

@@ -429,9 +429,7 @@ func TestTracingOTLP(t *testing.T) {
 				endpoint = c.grpcURL
 			}
 			held := make(chan struct{})
-			release := make(chan struct{})
-			var releaseOnce sync.Once
-			releaseHold := func() { releaseOnce.Do(func() { close(release) }) }
+			release, releaseHold := testnet.Releaser(t)
 			up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/hold" {
 					close(held)
