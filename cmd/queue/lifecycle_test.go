@@ -32,9 +32,16 @@ func freeAddr(t *testing.T) string { return testnet.ReservePort(t) }
 func (q *testQueue) waitReady(t *testing.T, want bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
-	for q.app.watcher.Ready() != want {
+	for {
+		// The channel first: a change between a look at Ready and taking
+		// the channel would close the channel before this one, and the
+		// wait would miss it.
+		changed := q.app.watcher.Changed()
+		if q.app.watcher.Ready() == want {
+			return
+		}
 		select {
-		case <-q.app.watcher.Changed():
+		case <-changed:
 		case <-deadline:
 			t.Fatalf("readiness never became %v", want)
 		}
