@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/queue-dev/queue/drain"
+	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
@@ -83,6 +84,9 @@ func compose(final http.Handler, mw ...func(http.Handler) http.Handler) http.Han
 // serves the request, and releases it when next returns (also when it
 // panics). A request that gets no slot is answered by p.Fail: 503 for a full
 // queue or a wait that ran out of time, nothing for a client that went away.
+// One that waited for its slot is looked at again once it has it: if its
+// client left meanwhile (clientLeft), the slot goes back at once and the
+// upstream never sees the request.
 // With a tracer, the time to a slot (or to giving up) is a
 // kn.queueproxy.wait span, as Knative's queue-proxy makes it around its
 // breaker; without one, that costs a nil check. With an adaptive limiter
@@ -97,6 +101,19 @@ type limited struct {
 	timed  bool // l.Adaptive(), read once by New
 }
 
+// errLeftWhileQueued is the error of a request whose client left while it
+// waited for a slot: a 499, of which nothing is written.
+var errLeftWhileQueued = fmt.Errorf("limit: client left while queued: %w", context.Canceled)
+
+// clientLeft reports whether the client of the request w answers has gone,
+// looking now: one peek at an HTTP/1.1 connection (engine.PeerChecker).
+// Other engines cancel a request's context as soon as its client goes,
+// which Acquire has already seen.
+func clientLeft(w http.ResponseWriter) bool {
+	pc, ok := engine.As[engine.PeerChecker](w)
+	return ok && pc.PeerGone()
+}
+
 func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := r.Header[stats.KKubeletProbe]; ok {
 		// A kubelet probe is proxied but neither counted nor queued
@@ -105,13 +122,21 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	var waited bool
 	var err error
 	if h.tracer != nil {
 		span := h.tracer.StartWait(ctx)
-		err = h.l.Acquire(ctx)
+		waited, err = h.l.AcquireWaited(ctx)
 		tracing.EndWait(span, err)
 	} else {
-		err = h.l.Acquire(ctx)
+		waited, err = h.l.AcquireWaited(ctx)
+	}
+	if err == nil && waited && clientLeft(w) {
+		// It left while it waited, and the HTTP/1.1 engine's watcher
+		// has not looked since: the upstream is not asked for an answer
+		// nobody will read.
+		h.l.Release()
+		err = errLeftWhileQueued
 	}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {

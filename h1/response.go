@@ -13,6 +13,7 @@ import (
 
 	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/internal/httpsem"
+	"github.com/queue-dev/queue/internal/netio"
 	"github.com/queue-dev/queue/internal/pool"
 )
 
@@ -79,10 +80,11 @@ func (w *response) reset(r *http.Request, h *Head) {
 
 // The engine's side of the contract with the proxy (package engine).
 var (
-	_ engine.Keeper    = (*response)(nil)
-	_ engine.Refuser   = (*response)(nil)
-	_ engine.Unwatcher = (*response)(nil)
-	_ engine.HeldBody  = (*body)(nil)
+	_ engine.Keeper      = (*response)(nil)
+	_ engine.Refuser     = (*response)(nil)
+	_ engine.Unwatcher   = (*response)(nil)
+	_ engine.PeerChecker = (*response)(nil)
+	_ engine.HeldBody    = (*body)(nil)
 )
 
 // KeepBuffer returns n bytes that stay the handler's until the response
@@ -129,6 +131,21 @@ func (w *response) upstream() *engine.ResponseHead {
 func (w *response) Unwatch() {
 	w.c.unwatched = true
 	w.c.unwatch()
+}
+
+// PeerGone reports whether the client has closed or reset the connection,
+// looking now rather than at the watcher's next tick (engine.PeerChecker):
+// one non-blocking peek. It runs on the handler's goroutine, so it peeks
+// into a buffer of its own, not the one the watcher's peeks share.
+func (w *response) PeerGone() bool {
+	c := w.c
+	if c.raw == nil {
+		return false
+	}
+	var gone bool
+	var buf [1]byte
+	c.raw.Control(func(fd uintptr) { gone = netio.PeerGone(fd, &buf) })
+	return gone
 }
 
 // Refuse notes that the handler answers the request with a 4xx of queue's

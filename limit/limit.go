@@ -152,6 +152,14 @@ func New(cfg Config) (*Limiter, error) {
 // for a deadline also ErrQueueTimeout. A request that gives up leaves no
 // slot and no place in the queue behind.
 func (l *Limiter) Acquire(ctx context.Context) error {
+	_, err := l.AcquireWaited(ctx)
+	return err
+}
+
+// AcquireWaited is Acquire that also reports whether the request waited in
+// the queue, whatever the outcome (false: a slot was free, or the queue was
+// full). A caller that has waited may find that its client left meanwhile.
+func (l *Limiter) AcquireWaited(ctx context.Context) (waited bool, err error) {
 	for {
 		s := l.state.Load()
 		held, waiting := unpack(s)
@@ -160,19 +168,20 @@ func (l *Limiter) Acquire(ctx context.Context) error {
 		// (setLimit): a newcomer queues behind them.
 		if held >= l.capacity.Load() || waiting > 0 {
 			if waiting >= l.depth.Load() {
-				return ErrQueueFull
+				return false, ErrQueueFull
 			}
 			return l.wait(ctx)
 		}
 		if l.state.CompareAndSwap(s, s+1) {
-			return nil
+			return false, nil
 		}
 	}
 }
 
 // wait is Acquire's slow path: it queues the request under mu and blocks
-// until Release hands it a slot, or it gives up.
-func (l *Limiter) wait(ctx context.Context) error {
+// until Release hands it a slot, or it gives up. It reports whether the
+// request was queued.
+func (l *Limiter) wait(ctx context.Context) (waited bool, err error) {
 	l.mu.Lock()
 	for {
 		// A slot may have come free, or the queue filled, since Acquire
@@ -187,13 +196,13 @@ func (l *Limiter) wait(ctx context.Context) error {
 			}
 			if l.state.CompareAndSwap(s, s+1) {
 				l.mu.Unlock()
-				return nil
+				return false, nil
 			}
 			continue
 		}
 		if waiting >= l.depth.Load() {
 			l.mu.Unlock()
-			return ErrQueueFull
+			return false, ErrQueueFull
 		}
 		if l.state.CompareAndSwap(s, s+waitOne) {
 			break
@@ -209,10 +218,9 @@ func (l *Limiter) wait(ctx context.Context) error {
 		defer t.Stop()
 		expired = t.C
 	}
-	var err error
 	select {
 	case <-w.ready:
-		return nil
+		return true, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -236,7 +244,7 @@ func (l *Limiter) wait(ctx context.Context) error {
 		l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
 		l.mu.Unlock()
 	}
-	return err
+	return true, err
 }
 
 // Release gives back a slot taken by a successful Acquire. If requests are

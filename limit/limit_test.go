@@ -638,3 +638,46 @@ func BenchmarkLimiter(b *testing.B) {
 		})
 	})
 }
+
+// TestAcquireWaited: AcquireWaited reports a wait exactly when the request
+// was queued: not for a free slot or a full queue, but for a slot handed
+// over and for a wait given up.
+func TestAcquireWaited(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Capacity: 1, QueueDepth: 1})
+		if waited, err := l.AcquireWaited(t.Context()); waited || err != nil {
+			t.Fatalf("free slot: waited %v, err %v; want false, nil", waited, err)
+		}
+		type result struct {
+			waited bool
+			err    error
+		}
+		got := make(chan result, 1)
+		go func() {
+			waited, err := l.AcquireWaited(t.Context())
+			got <- result{waited, err}
+		}()
+		synctest.Wait() // the second is queued
+		if waited, err := l.AcquireWaited(t.Context()); waited || !errors.Is(err, ErrQueueFull) {
+			t.Errorf("full queue: waited %v, err %v; want false, ErrQueueFull", waited, err)
+		}
+		l.Release()
+		if r := <-got; !r.waited || r.err != nil {
+			t.Errorf("slot handed over: waited %v, err %v; want true, nil", r.waited, r.err)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			waited, err := l.AcquireWaited(ctx)
+			got <- result{waited, err}
+		}()
+		synctest.Wait()
+		cancel()
+		if r := <-got; !r.waited || !errors.Is(r.err, context.Canceled) {
+			t.Errorf("wait given up: waited %v, err %v; want true, context.Canceled", r.waited, r.err)
+		}
+		l.Release()
+		checkIdle(t, l)
+	})
+}

@@ -635,7 +635,7 @@ func noEOF(err error) error {
 }
 
 // keeperOf finds w's engine.Keeper through the layers' wrappers, or nil. It is
-// writerAs for a keeper, written out: it runs on every request, and a type
+// engine.As for a keeper, written out: it runs on every request, and a type
 // assertion to a type parameter looks its method table up in the runtime's
 // itab table each time (about 140 instructions a request), where one to a
 // named interface is cached at its call site.
@@ -647,22 +647,6 @@ func keeperOf(w http.ResponseWriter) engine.Keeper {
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
 			return nil
-		}
-		w = u.Unwrap()
-	}
-}
-
-// writerAs finds the first of w and the writers its layers' wrappers wrap
-// (Unwrap) that is a T.
-func writerAs[T any](w http.ResponseWriter) (T, bool) {
-	for {
-		if t, ok := w.(T); ok {
-			return t, true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			var zero T
-			return zero, false
 		}
 		w = u.Unwrap()
 	}

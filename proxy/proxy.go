@@ -246,7 +246,7 @@ func (p *Proxy) Fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if code >= 400 && code < 500 {
-		if rf, ok := writerAs[engine.Refuser](w); ok {
+		if rf, ok := engine.As[engine.Refuser](w); ok {
 			rf.Refuse()
 		}
 	}

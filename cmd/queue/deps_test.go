@@ -40,7 +40,9 @@ func TestDependencyDirection(t *testing.T) {
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
-		"chain": {own: []string{"proxy", "headers", "stats", "limit", "drain", "tracing", "otlp"}, external: []string{""}},
+		// Of the basement it needs the engines' contract alone, to ask
+		// whether a queued request's client left (engine.PeerChecker).
+		"chain": {own: []string{"proxy", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/engine"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
 		// path. It exports through otlp.

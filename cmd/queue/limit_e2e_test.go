@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/queue-dev/queue/internal/testnet"
 )
 
 // TestConcurrencyLimit: with --concurrency 1 and --queue-depth 1, three
@@ -103,5 +107,72 @@ func TestConcurrencyLimit(t *testing.T) {
 	defer mu.Unlock()
 	if most != 1 {
 		t.Errorf("the upstream saw %d requests at once, want 1", most)
+	}
+}
+
+// TestQueuedClientLeft: a request whose client leaves while it waits for a
+// slot is never sent to the upstream, also when the slot comes free right
+// after, before the HTTP/1.1 engine's watcher would have looked at the
+// connection: the request behind it is the next the upstream sees.
+func TestQueuedClientLeft(t *testing.T) {
+	t.Parallel()
+	entered := make(chan string, 3)
+	release, open := testnet.Releaser(t)
+	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- r.URL.Path
+		if r.URL.Path == "/hold" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	q := startQueue(t, hostPort(up), "--concurrency", "1", "--queue-depth", "2")
+	// Registered after queue's cleanup, so run before it.
+	t.Cleanup(open)
+	q.waitReady(t, true)
+	c, base := q.client(t, modeH1)
+
+	// The first request takes the slot and holds it at the upstream.
+	held := make(chan error, 1)
+	go func() {
+		res, err := c.Get(base + "/hold")
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		held <- err
+	}()
+	if p := testnet.Recv(t, entered, clientTimeout, "the held request at the upstream"); p != "/hold" {
+		t.Fatalf("the upstream saw %s first, want /hold", p)
+	}
+
+	// The second queues behind it on a connection of its own, and leaves.
+	conn, err := net.Dial("tcp", q.addr.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "GET /left HTTP/1.1\r\nHost: app\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(clientTimeout); q.app.depth() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue depth %d, want 1: the second request never queued", q.app.depth())
+		}
+	}
+	conn.Close()
+	open() // the slot comes free at once
+
+	if err := testnet.Recv(t, held, clientTimeout, "the held request's answer"); err != nil {
+		t.Fatalf("held request: %v", err)
+	}
+	// A third goes after the second: once it is answered, the second has
+	// had its slot and been sent on, or not.
+	if res, body := get(t, c, base+"/after", nil); res.StatusCode != 200 || body != "ok" {
+		t.Fatalf("request after: %d %q, want 200 ok", res.StatusCode, body)
+	}
+	if p := testnet.Recv(t, entered, clientTimeout, "the request after"); p != "/after" {
+		t.Errorf("the upstream saw %s after /hold, want /after: the request whose client left was sent on", p)
 	}
 }

@@ -12,9 +12,11 @@
 // (net/http's own server, a test's recorder). Both engines assert at
 // compile time that they implement them.
 //
-// It imports nothing of queue's, so that the engines and the proxy, which
+// It imports nothing of queue's (net/http only), so that the engines and the proxy, which
 // must not import each other, can both import it.
 package engine
+
+import "net/http"
 
 // Field is one field of a response head: its name in the canonical form
 // net/http uses for header keys ("Content-Type"), and its value, trimmed.
@@ -108,6 +110,38 @@ type Unwatcher interface {
 // again loses its connection.
 type Refuser interface {
 	Refuse()
+}
+
+// PeerChecker is implemented by the response writer of queue's HTTP/1.1
+// engine, whose watcher sees a client go only at its next tick: PeerGone
+// looks at the connection now (one non-blocking peek) and reports whether
+// the client has closed or reset it. A handler that made a request wait
+// for something of queue's own (a slot in the concurrency limit) asks it
+// before it sends the request on, so that a client that left while it
+// waited costs no exchange with the upstream (HAProxy's abortonclose). The
+// HTTP/2 and HTTP/3 engines need none: a stream's client is seen to go by
+// the frames its connection reads, which cancel the request's context.
+type PeerChecker interface {
+	PeerGone() bool
+}
+
+// As finds the first of w and the writers its layers' wrappers wrap
+// (Unwrap, as http.ResponseController follows them) that is a T. It is for
+// paths that are not taken by every request: a type assertion to a type
+// parameter looks its method table up each time, where one to a named
+// interface is cached at its call site.
+func As[T any](w http.ResponseWriter) (T, bool) {
+	for {
+		if t, ok := w.(T); ok {
+			return t, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		w = u.Unwrap()
+	}
 }
 
 // CancelNotifier is implemented by the response writer of queue's HTTP/2
