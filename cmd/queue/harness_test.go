@@ -311,6 +311,23 @@ func get(t *testing.T, c *http.Client, url string, hdr map[string]string) (*http
 	return do(t, c, req)
 }
 
+// getAsync sends GET url through c on a goroutine of its own and returns a
+// channel that gets the outcome: nil once the body has been read to its
+// end, or what failed. Unlike get, it may be left running while the test
+// does other things (a request held at the upstream).
+func getAsync(c *http.Client, url string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		res, err := c.Get(url)
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
 // do sends req through c and returns the response with its body read. The
 // exchange is bounded by clientTimeout whatever c is (http.DefaultClient
 // has no timeout), on top of any deadline req already has. Like get, it

@@ -135,15 +135,7 @@ func TestQueuedClientLeft(t *testing.T) {
 	c, base := q.client(t, modeH1)
 
 	// The first request takes the slot and holds it at the upstream.
-	held := make(chan error, 1)
-	go func() {
-		res, err := c.Get(base + "/hold")
-		if err == nil {
-			_, err = io.ReadAll(res.Body)
-			res.Body.Close()
-		}
-		held <- err
-	}()
+	held := getAsync(c, base+"/hold")
 	if p := testnet.Recv(t, entered, clientTimeout, "the held request at the upstream"); p != "/hold" {
 		t.Fatalf("the upstream saw %s first, want /hold", p)
 	}

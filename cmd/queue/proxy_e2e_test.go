@@ -654,15 +654,7 @@ func TestReaperStreamReuse(t *testing.T) {
 	// most): the Timeout leaves it that and more.
 	c, base := q.client(t, modeH2C)
 	c.Timeout = 10*time.Second + clientTimeout
-	slowDone := make(chan error, 1)
-	go func() {
-		res, err := c.Get(base + "/slow")
-		if err == nil {
-			_, err = io.ReadAll(res.Body)
-			res.Body.Close()
-		}
-		slowDone <- err
-	}()
+	slowDone := getAsync(c, base+"/slow")
 	select {
 	case <-slowIn:
 	case <-time.After(10 * time.Second):
