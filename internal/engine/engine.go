@@ -12,8 +12,8 @@
 // (net/http's own server, a test's recorder). Both engines assert at
 // compile time that they implement them.
 //
-// It imports nothing of queue's (net/http only), so that the engines and the proxy, which
-// must not import each other, can both import it.
+// It imports nothing of queue's (net/http only), so that the engines and
+// the proxy, which must not import each other, can both import it.
 package engine
 
 import "net/http"
