@@ -10,6 +10,7 @@ import (
 	"github.com/queue-dev/queue/drain"
 	"github.com/queue-dev/queue/internal/engine"
 	"github.com/queue-dev/queue/limit"
+	"github.com/queue-dev/queue/overload"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
 	"github.com/queue-dev/queue/tracing"
@@ -41,6 +42,11 @@ type Config struct {
 	// nil: no limit.
 	Limiter *limit.Limiter
 
+	// Guard sheds Limiter while the CPU quota binds; every request that
+	// goes through Limiter has it look (overload.Guard.Check). nil: none.
+	// It needs a Limiter.
+	Guard *overload.Guard
+
 	// Proxy is the terminal handler and the one writer of error responses.
 	// Required.
 	Proxy *proxy.Proxy
@@ -52,6 +58,9 @@ type Config struct {
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Proxy == nil {
 		return nil, errors.New("chain: Config.Proxy is required")
+	}
+	if cfg.Guard != nil && cfg.Limiter == nil {
+		return nil, errors.New("chain: Config.Guard needs a Limiter")
 	}
 	var mw []func(http.Handler) http.Handler
 	if cfg.Drain != nil {
@@ -65,7 +74,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Limiter != nil {
 		mw = append(mw, func(next http.Handler) http.Handler {
-			return &limited{l: cfg.Limiter, p: cfg.Proxy, tracer: cfg.Tracer, next: next, timed: cfg.Limiter.Adaptive()}
+			return &limited{l: cfg.Limiter, guard: cfg.Guard, p: cfg.Proxy, tracer: cfg.Tracer, next: next, timed: cfg.Limiter.Adaptive()}
 		})
 	}
 	return compose(cfg.Proxy, mw...), nil
@@ -92,9 +101,11 @@ func compose(final http.Handler, mw ...func(http.Handler) http.Handler) http.Han
 // breaker; without one, that costs a nil check. With an adaptive limiter
 // (timed), the slot is given back with ReleaseSince and the time it was
 // taken, which is the controller's round trip; a fixed limiter costs that
-// a bool test and no clock reading.
+// a bool test and no clock reading. With an overload guard, each request
+// has it look at the CPU quota first (at most once per overload.Look).
 type limited struct {
 	l      *limit.Limiter
+	guard  *overload.Guard // nil: none
 	p      *proxy.Proxy
 	tracer *tracing.Tracer // nil: tracing off
 	next   http.Handler
@@ -120,6 +131,9 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (docs/contract.md section 4).
 		h.next.ServeHTTP(w, r)
 		return
+	}
+	if h.guard != nil {
+		h.guard.Check()
 	}
 	ctx := r.Context()
 	var waited bool

@@ -37,6 +37,13 @@ type Server struct {
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long. 0 means 120 s.
 	IdleTimeout time.Duration
+	// Gate, when set, is waited on before each accept (overload.Guard):
+	// while Wait blocks, new connections stay in the kernel's backlog.
+	// When it reports true (overloaded), a connection whose client has
+	// already closed its side is reset at once, unserved: its request
+	// waited in the backlog until the client gave up.
+	Gate interface{ Wait() bool }
+
 	// MaxConns bounds the open connections; one beyond is closed at once,
 	// before any byte is read. 0 means no bound.
 	MaxConns int
@@ -123,6 +130,7 @@ func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
 	defer s.track(ln, false)
 	var delay time.Duration
 	for {
+		overloaded := s.Gate != nil && s.Gate.Wait()
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.shutdown.Load() {
@@ -138,12 +146,13 @@ func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
 			return err
 		}
 		delay = 0
+		if overloaded && peerClosed(nc) {
+			reset(nc)
+			continue
+		}
 		if s.MaxConns > 0 && s.open.Add(1) > int64(s.MaxConns) {
 			s.open.Add(-1)
-			if tc, ok := nc.(*net.TCPConn); ok {
-				tc.SetLinger(0) // a reset, not an answer
-			}
-			nc.Close()
+			reset(nc)
 			continue
 		} else if s.MaxConns <= 0 {
 			s.open.Add(1)

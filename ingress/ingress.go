@@ -55,6 +55,8 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading a request head. 0 means
 	// ReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
+	// Gate is the TCP ports' accept gate (h1.Server.Gate). nil: none.
+	Gate interface{ Wait() bool }
 	// Logger receives handler panics and refused connections. nil
 	// discards.
 	Logger *slog.Logger
@@ -103,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		ReadHeaderTimeout: timeout,
 		IdleTimeout:       IdleTimeout,
 		MaxConns:          cfg.MaxConns,
+		Gate:              cfg.Gate,
 		Logger:            cfg.Logger,
 	}
 	return s, nil

@@ -149,8 +149,8 @@ func newAdaptive(cfg Config) (*Limiter, error) {
 	switch {
 	case cfg.Capacity < 0 || cfg.Capacity > 0 && cfg.Capacity < MinLimit:
 		return nil, fmt.Errorf("limit: capacity %d: must be 0 or at least %d with Adaptive", cfg.Capacity, MinLimit)
-	case cfg.Capacity > maxCount:
-		return nil, fmt.Errorf("limit: capacity %d: must be at most %d", cfg.Capacity, maxCount)
+	case cfg.Capacity > MaxCapacity:
+		return nil, fmt.Errorf("limit: capacity %d: must be at most %d", cfg.Capacity, MaxCapacity)
 	case cfg.QueueDepth != 0:
 		return nil, fmt.Errorf("limit: queue depth %d: must be 0 with Adaptive, whose queue follows its limit", cfg.QueueDepth)
 	case cfg.MaxWait < 0:
@@ -268,16 +268,9 @@ func (c *controller) next(rtt time.Duration, peak uint64) float64 {
 func (l *Limiter) setLimit(n uint64, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.capacity.Store(n)
 	l.depth.Store(n)
 	l.maxWait.Store(int64(wait))
-	for l.head != nil {
-		s := l.state.Load()
-		if held, _ := unpack(s); held >= n {
-			break
-		}
-		l.handFree(s)
-	}
+	l.setCapacity(n)
 }
 
 // The histogram's buckets: durations in nanoseconds below 2^subBits have a

@@ -15,7 +15,9 @@
 //
 // Waiters get slots in the order they arrived: a released slot is handed
 // straight to the oldest of them and never becomes free in between, so a
-// newcomer cannot take it first.
+// newcomer cannot take it first. While a limiter is shed ([Limiter.Shed],
+// by package overload while the CPU quota binds) its limit is lower and
+// the newest waiter gets the slot first.
 //
 // # Adaptive mode
 //
@@ -41,16 +43,18 @@
 // does, and counts queued requests as active), give any request priority,
 // or answer probes (package drain does; the chain package lets requests
 // with K-Kubelet-Probe bypass the Limiter). Its capacity changes at run
-// time only in adaptive mode.
+// time only in adaptive mode and while it is shed.
 //
 // A Limiter is safe for concurrent use. Taking a free slot and giving it back
 // while nobody waits are one compare-and-swap each on a 64-bit word that
 // packs the number of slots held and the number of waiters, with no lock and
 // no allocation (BenchmarkLimiter/uncontended and /parallel-free,
 // TestAcquireReleaseAllocs). A full queue is refused from that word too.
-// Only a request that has to wait takes a mutex, allocates its place in the
-// queue and, when MaxWait is set, a timer; a Release that hands its slot to
-// a waiter takes the same mutex. The capacity is an atomic word that the
+// Only a request that has to wait takes a mutex and its place in the queue
+// (recycled, with its channel); a Release that hands its slot to a waiter
+// takes the same mutex. MaxWait is kept by one timer per fixed limiter,
+// armed for the oldest waiter's deadline, not by a timer per waiter
+// (the adaptive limit, whose wait bound moves, arms one per waiter). The capacity is an atomic word that the
 // fast path loads, which costs the fixed mode nothing measurable
 // (BenchmarkLimiter/uncontended, 14 ns before and after). In adaptive mode
 // ReleaseSince adds two atomic adds and a clock reading to each release,

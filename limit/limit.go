@@ -33,9 +33,9 @@ var (
 	ErrQueueTimeout error = &unavailableError{"limit: wait for a slot timed out"}
 )
 
-// maxCount bounds Capacity and QueueDepth so that each count fits in its
-// half of the packed state word.
-const maxCount = math.MaxInt32
+// MaxCapacity bounds Capacity and QueueDepth so that each count fits in
+// its half of the packed state word.
+const MaxCapacity = math.MaxInt32
 
 // Config configures a Limiter. It is read only by New.
 type Config struct {
@@ -98,14 +98,78 @@ type Limiter struct {
 	maxWait  atomic.Int64 // a time.Duration; 0: none
 
 	ctl *controller // nil: the fixed limit
+
+	// Shedding (Shed, Restore; shed.go). base is the fixed capacity New
+	// set. While shed, capacity is lower than base and waiters get their
+	// slots newest first (newest, guarded by mu). handoffs counts the
+	// slots handed to waiters, under mu: the progress a shed limit's
+	// owner watches for. drained receives when the queue empties
+	// (remove), for the accept gate; nil in adaptive mode.
+	base     uint64
+	newest   bool
+	handoffs uint64
+	drained  chan struct{}
+
+	// The fixed limit's one timer for MaxWait (expireAt), guarded by mu.
+	expiry      *time.Timer
+	expiryArmed bool
+
+	// waiters recycles waiters: a waiter is off the queue and its ready
+	// channel empty once its wait has returned. The pool is the
+	// limiter's own, so that a channel never serves two limiters (nor
+	// two of synctest's bubbles).
+	waiters sync.Pool
 }
 
-// waiter is one request in the queue. It is allocated only on the slow path.
+// waiter is one request in the queue, taken from the limiter's pool on the
+// slow path only.
 type waiter struct {
 	// ready receives the slot. Release sends under mu and the buffer of 1
 	// means it never blocks.
 	ready      chan struct{}
 	prev, next *waiter
+	since      time.Time // when it queued, if the limiter was shed; else zero
+	deadline   time.Time // when MaxWait runs out for it (expire); else zero
+	expired    bool      // expire took it out of the queue: no slot came with ready
+}
+
+// expireAt gives w, about to queue, the deadline at, and arms the expiry
+// timer if it is not armed. The fixed limit's MaxWait never changes, so
+// the deadlines grow from the head of the queue to its tail, whatever
+// the order slots are handed out in, and one timer, for the head's,
+// serves them all. l.mu must be held.
+func (l *Limiter) expireAt(w *waiter, at time.Time) {
+	w.deadline = at
+	if l.expiryArmed {
+		return
+	}
+	l.expiryArmed = true
+	if l.expiry == nil {
+		l.expiry = time.AfterFunc(time.Until(at), l.expire)
+	} else {
+		l.expiry.Reset(time.Until(at))
+	}
+}
+
+// expire runs when the head's MaxWait may have run out: it takes every
+// waiter whose deadline has passed out of the queue, telling it through
+// its ready channel, and arms the timer again for the new head.
+func (l *Limiter) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for l.head != nil && !l.head.deadline.IsZero() && !l.head.deadline.After(now) {
+		w := l.head
+		l.remove(w)
+		l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
+		w.expired = true
+		w.ready <- struct{}{}
+	}
+	if l.head != nil && !l.head.deadline.IsZero() {
+		l.expiry.Reset(l.head.deadline.Sub(now))
+	} else {
+		l.expiryArmed = false
+	}
 }
 
 const (
@@ -124,16 +188,16 @@ func New(cfg Config) (*Limiter, error) {
 	switch {
 	case cfg.Capacity <= 0:
 		return nil, fmt.Errorf("limit: capacity %d: must be > 0", cfg.Capacity)
-	case cfg.Capacity > maxCount:
-		return nil, fmt.Errorf("limit: capacity %d: must be at most %d", cfg.Capacity, maxCount)
+	case cfg.Capacity > MaxCapacity:
+		return nil, fmt.Errorf("limit: capacity %d: must be at most %d", cfg.Capacity, MaxCapacity)
 	case cfg.QueueDepth < 0:
 		return nil, fmt.Errorf("limit: queue depth %d: must be >= 0", cfg.QueueDepth)
-	case cfg.QueueDepth > maxCount:
-		return nil, fmt.Errorf("limit: queue depth %d: must be at most %d", cfg.QueueDepth, maxCount)
+	case cfg.QueueDepth > MaxCapacity:
+		return nil, fmt.Errorf("limit: queue depth %d: must be at most %d", cfg.QueueDepth, MaxCapacity)
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("limit: max wait %v: must be >= 0", cfg.MaxWait)
 	}
-	l := &Limiter{}
+	l := &Limiter{base: uint64(cfg.Capacity), drained: make(chan struct{}, 1)}
 	l.capacity.Store(uint64(cfg.Capacity))
 	l.depth.Store(uint64(cfg.QueueDepth))
 	l.maxWait.Store(int64(cfg.MaxWait))
@@ -159,13 +223,18 @@ func (l *Limiter) Acquire(ctx context.Context) error {
 // AcquireWaited is Acquire that also reports whether the request waited in
 // the queue, whatever the outcome (false: a slot was free, or the queue was
 // full). A caller that has waited may find that its client left meanwhile.
+// One exception: a request that got its slot after less than FreshWait
+// while the limiter was shed (Shed) reports no wait. Newest first, the
+// slots go to requests that have just come; under a CPU quota that binds,
+// a look at each one's client (a system call) cost more than the
+// departures it found, which the engines see a moment later anyway.
 func (l *Limiter) AcquireWaited(ctx context.Context) (waited bool, err error) {
 	for {
 		s := l.state.Load()
 		held, waiting := unpack(s)
-		// waiting > 0 with a slot free happens only for the moment an
-		// adaptive limit takes to hand its new slots to the waiters
-		// (setLimit): a newcomer queues behind them.
+		// waiting > 0 with a slot free happens only for the moment a
+		// limit that rose takes to hand its new slots to the waiters
+		// (setLimit, setCapacity): a newcomer queues behind them.
 		if held >= l.capacity.Load() || waiting > 0 {
 			if waiting >= l.depth.Load() {
 				return false, ErrQueueFull
@@ -190,7 +259,8 @@ func (l *Limiter) wait(ctx context.Context) (waited bool, err error) {
 		held, waiting := unpack(s)
 		if held < l.capacity.Load() {
 			if waiting > 0 {
-				// An adaptive limit rose: the oldest waiter first.
+				// The limit rose (adaptive, Restore, Raise): the
+				// waiters first.
 				l.handFree(s)
 				continue
 			}
@@ -208,19 +278,38 @@ func (l *Limiter) wait(ctx context.Context) (waited bool, err error) {
 			break
 		}
 	}
-	w := &waiter{ready: make(chan struct{}, 1)}
+	w, _ := l.waiters.Get().(*waiter)
+	if w == nil {
+		w = &waiter{ready: make(chan struct{}, 1)}
+	}
+	defer func() {
+		w.since, w.deadline, w.expired = time.Time{}, time.Time{}, false
+		l.waiters.Put(w)
+	}()
+	var expired <-chan time.Time
+	if d := time.Duration(l.maxWait.Load()); d > 0 || l.newest {
+		now := time.Now()
+		if l.newest {
+			w.since = now
+		}
+		if d > 0 && l.ctl == nil {
+			l.expireAt(w, now.Add(d))
+		} else if d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			expired = t.C
+		}
+	}
 	l.push(w)
 	l.mu.Unlock()
 
-	var expired <-chan time.Time
-	if d := time.Duration(l.maxWait.Load()); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		expired = t.C
-	}
 	select {
 	case <-w.ready:
-		return true, nil
+		if w.expired {
+			return true, ErrQueueTimeout
+		}
+		// A short wait while shed is not worth a look (AcquireWaited).
+		return w.since.IsZero() || time.Since(w.since) >= FreshWait, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -233,12 +322,15 @@ func (l *Limiter) wait(ctx context.Context) (waited bool, err error) {
 	}
 
 	// Give up. Under mu the waiter is either still queued, or Release has
-	// already sent it a slot, which it must pass on.
+	// already sent it a slot, which it must pass on, or the expiry has
+	// taken it out.
 	l.mu.Lock()
 	select {
 	case <-w.ready:
 		l.mu.Unlock()
-		l.Release()
+		if !w.expired {
+			l.Release()
+		}
 	default:
 		l.remove(w)
 		l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
@@ -248,9 +340,9 @@ func (l *Limiter) wait(ctx context.Context) (waited bool, err error) {
 }
 
 // Release gives back a slot taken by a successful Acquire. If requests are
-// waiting, the slot goes straight to the one that has waited longest;
-// otherwise it becomes free. Release never blocks on a channel; it takes a
-// lock only when requests are waiting.
+// waiting, the slot goes straight to the one that has waited longest (the
+// newest while shed: Shed); otherwise it becomes free. Release never
+// blocks on a channel; it takes a lock only when requests are waiting.
 //
 // Calling Release without a matching Acquire is a bug in the caller: it lets
 // more than Capacity requests in, or, when no slot is held, does nothing.
@@ -278,37 +370,46 @@ func (l *Limiter) Release() {
 	}
 }
 
-// handOff gives the caller's slot to the oldest waiter; the held count does
-// not change. It reports false when the queue emptied, or an adaptive
-// limit fell under the held count, before it took mu.
+// handOff gives the caller's slot to the next waiter (next); the held
+// count does not change. It reports false when the queue emptied, or the
+// limit fell under the held count (adaptive, Shed), before it took mu.
 func (l *Limiter) handOff() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := l.head
+	w := l.next()
 	if w == nil {
 		return false
 	}
-	if l.ctl != nil {
-		if held, _ := unpack(l.state.Load()); held > l.capacity.Load() {
-			return false
-		}
+	if held, _ := unpack(l.state.Load()); held > l.capacity.Load() {
+		return false
 	}
 	l.remove(w)
 	l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
+	l.handoffs++
 	w.ready <- struct{}{}
 	return true
 }
 
-// handFree gives a free slot to the oldest waiter, which s (the state
+// handFree gives a free slot to the next waiter (next), which s (the state
 // word) shows to be there: held goes up by one and waiting down by one in
 // one compare-and-swap. It does nothing when the state has changed since
 // s was loaded; the caller looks again. l.mu must be held.
 func (l *Limiter) handFree(s uint64) {
 	if l.state.CompareAndSwap(s, s+1-waitOne) {
-		w := l.head
+		w := l.next()
 		l.remove(w)
+		l.handoffs++
 		w.ready <- struct{}{}
 	}
+}
+
+// next is the waiter the next slot goes to: the oldest, or while shed the
+// newest. l.mu must be held.
+func (l *Limiter) next() *waiter {
+	if l.newest {
+		return l.tail
+	}
+	return l.head
 }
 
 // push appends w to the queue. l.mu must be held.
@@ -335,6 +436,12 @@ func (l *Limiter) remove(w *waiter) {
 		w.next.prev = w.prev
 	}
 	w.prev, w.next = nil, nil
+	if l.head == nil && l.drained != nil {
+		select {
+		case l.drained <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Waiting returns the number of requests waiting for a slot now, at most

@@ -18,16 +18,20 @@ import (
 // Config is queue's validated configuration: the flags of docs/contract.md
 // section 1, with what the Knative environment fills in.
 type Config struct {
-	Upstream             string // host:port, ":8080" already turned into 127.0.0.1:8080
-	UpstreamProtocol     string // proxy.HTTP1 or proxy.H2C
-	Listen               string
-	TLSListen            string
-	TLSCert, TLSKey      string
-	AdminListen          string
-	StatsListen          string
-	MetricsListen        string
-	Concurrency          int
-	AdaptiveConcurrency  bool // --concurrency auto (docs/decisions.md D26); Concurrency and QueueDepth are then 0
+	Upstream            string // host:port, ":8080" already turned into 127.0.0.1:8080
+	UpstreamProtocol    string // proxy.HTTP1 or proxy.H2C
+	Listen              string
+	TLSListen           string
+	TLSCert, TLSKey     string
+	AdminListen         string
+	StatsListen         string
+	MetricsListen       string
+	Concurrency         int
+	AdaptiveConcurrency bool // --concurrency auto (docs/decisions.md D26); Concurrency and QueueDepth are then 0
+	// CPUStat is the cpu.stat file of the cgroup whose CPU quota binds the
+	// process, found at start (procs.go), for the overload guard; "": no
+	// guard. Not a flag.
+	CPUStat              string
 	QueueDepth           int
 	Timeout              time.Duration
 	ResponseStartTimeout time.Duration
@@ -44,6 +48,7 @@ type Config struct {
 	LogFormat            string
 	LogLevel             string
 	AccessLog            bool
+	OverloadGuard        bool // --overload-guard (docs/decisions.md); the guard runs only under a CPU limit (CPUStat)
 	PProf                bool
 	// HTTP3 serves HTTP/3 on the TLS port's number over UDP when TLS is on:
 	// the default outside Knative; in Knative mode only when asked
@@ -164,6 +169,7 @@ func defaultConfig(knative bool) Config {
 		KnativeCertDir:   DefaultKnativeCertDir,
 		KnativeMode:      knative,
 		HTTP3:            !knative,
+		OverloadGuard:    true,
 	}
 	if knative {
 		c.StatsListen = knativeStatsListen
@@ -215,6 +221,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(addrValue{&c.MetricsListen, false}, "metrics-listen", "serve the Prometheus text at /metrics on `ADDR`")
 	fs.Var(concurrencyValue{&c.Concurrency, &c.AdaptiveConcurrency}, "concurrency", "let at most `N` requests be in flight to the upstream; 0 = unlimited; auto = a limit found from the upstream's latency, which rises while its round trip stays near its unloaded one (the queue then follows the limit, and a request waits at most half a round trip)")
 	fs.Var(intValue{&u.queueDepth}, "queue-depth", "let at most `N` requests wait for a slot; needs --concurrency N (not auto)")
+	fs.Var(boolValue{&c.OverloadGuard}, "overload-guard", "under a CPU limit, while the limit binds, serve at most 16 requests at once (newest waiter first) and leave new connections in the backlog while requests wait; not with --concurrency auto")
 	fs.Var(durationValue{&c.Timeout}, "timeout", "limit each request to `D`; 0 = none")
 	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "limit the wait for the first response byte to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the wait between two reads of the upstream's response body to `D`, at most --timeout; 0 = none")

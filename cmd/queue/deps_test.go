@@ -36,13 +36,14 @@ func TestDependencyDirection(t *testing.T) {
 		own      []string
 		external []string // import path prefixes
 	}{
-		"cmd/queue": {own: with("chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "drain", "tracing", "otlp"), external: []string{""}},
+		"cmd/queue": {own: with("chain", "ingress", "h1", "h2", "proxy", "headers", "probe", "stats", "limit", "overload", "drain", "tracing", "otlp"), external: []string{""}},
 		// chain composes the request path from the layers and the proxy;
 		// cmd/queue, the tests and bench/ use it. Through tracing it may
 		// depend on OpenTelemetry, and through proxy on x/net and x/text.
 		// Of the basement it needs the engines' contract alone, to ask
 		// whether a queued request's client left (engine.PeerChecker).
-		"chain": {own: []string{"proxy", "headers", "stats", "limit", "drain", "tracing", "otlp", "internal/engine"}, external: []string{""}},
+		// Each request has the overload guard look at the CPU quota.
+		"chain": {own: []string{"proxy", "headers", "stats", "limit", "overload", "drain", "tracing", "otlp", "internal/engine"}, external: []string{""}},
 		// tracing adapts OpenTelemetry; only cmd/queue and chain import it,
 		// and only when tracing is configured is its handler on the request
 		// path. It exports through otlp.
@@ -96,7 +97,9 @@ func TestDependencyDirection(t *testing.T) {
 		"probe": {own: []string{"internal/clock"}, external: []string{"golang.org/x/net/http/httpguts"}},
 		"stats": {external: []string{"golang.org/x/net/http/httpguts"}},
 		"limit": {external: []string{"golang.org/x/net/http/httpguts"}},
-		"drain": {external: []string{"golang.org/x/net/http/httpguts"}},
+		// overload sheds a limiter while the CPU quota binds.
+		"overload": {own: []string{"limit"}, external: []string{"golang.org/x/net/http/httpguts"}},
+		"drain":    {external: []string{"golang.org/x/net/http/httpguts"}},
 	}
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Standard", "../../...")
 	var out, stderr bytes.Buffer

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -66,6 +67,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		defer echo.Close()
 		cfg.Upstream = echo.Addr()
 	}
+	cpuLimit, cpuDir, procs := sidecarProcs(getenv)
+	if cpuDir != "" && cfg.OverloadGuard {
+		cfg.CPUStat = filepath.Join(cpuDir, "cpu.stat")
+	}
 	a, err := newApp(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "queue: %v\n", err)
@@ -75,7 +80,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		return 1
 	}
-	cpuLimit, procs := sidecarProcs(getenv)
 	logStart(log, cfg, cpuLimit, procs)
 	logKnative(log, cfg)
 	if demo {
@@ -210,6 +214,7 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.Int("concurrency", c.Concurrency),
 			slog.Bool("concurrency_auto", c.AdaptiveConcurrency),
 			slog.Int("queue_depth", c.QueueDepth),
+			slog.Bool("overload_guard", c.CPUStat != "" && !c.AdaptiveConcurrency),
 			slog.String("timeout", c.Timeout.String()),
 			slog.String("response_start_timeout", c.ResponseStartTimeout.String()),
 			slog.String("idle_timeout", c.IdleTimeout.String()),

@@ -28,13 +28,14 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // sidecarProcs sets GOMAXPROCS to 1 when the process's CPU limit is one
 // CPU or less and the environment does not set GOMAXPROCS, and returns the
-// limit it read (0: none found) and GOMAXPROCS now.
-func sidecarProcs(getenv func(string) string) (limit float64, procs int) {
-	limit = cpuLimit(cgroupRoot, "/proc/self/cgroup")
+// limit it read (0: none found), the directory of the cgroup it is set in
+// and GOMAXPROCS now.
+func sidecarProcs(getenv func(string) string) (limit float64, dir string, procs int) {
+	limit, dir = cpuLimit(cgroupRoot, "/proc/self/cgroup")
 	if getenv("GOMAXPROCS") == "" && limit > 0 && limit <= 1 && runtime.GOMAXPROCS(0) > 1 {
 		runtime.GOMAXPROCS(1)
 	}
-	return limit, runtime.GOMAXPROCS(0)
+	return limit, dir, runtime.GOMAXPROCS(0)
 }
 
 // cpuLimit returns the CPU limit, in CPUs, of the cgroup that selfCgroup
@@ -42,16 +43,17 @@ func sidecarProcs(getenv func(string) string) (limit float64, procs int) {
 // on the way from the cgroup up to the root, as the runtime reads it; 0
 // when there is none or it cannot be read. Both cgroup v2 (cpu.max) and
 // v1 (the cpu controller's cpu.cfs_quota_us and cpu.cfs_period_us) count.
-func cpuLimit(root, selfCgroup string) float64 {
+// dir is that cgroup's directory, whose cpu.stat counts the periods the
+// quota bound in ("" with no limit).
+func cpuLimit(root, selfCgroup string) (limit float64, dir string) {
 	f, err := os.Open(selfCgroup)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	defer f.Close()
-	limit := 0.0
-	lower := func(l float64) {
+	lower := func(l float64, d string) {
 		if l > 0 && (limit == 0 || l < limit) {
-			limit = l
+			limit, dir = l, d
 		}
 	}
 	sc := bufio.NewScanner(f)
@@ -63,20 +65,20 @@ func cpuLimit(root, selfCgroup string) float64 {
 		}
 		switch ctrls := parts[1]; {
 		case parts[0] == "0" && ctrls == "":
-			walkUp(filepath.Join(root, parts[2]), root, func(dir string) {
-				lower(readV2(filepath.Join(dir, "cpu.max")))
+			walkUp(filepath.Join(root, parts[2]), root, func(d string) {
+				lower(readV2(filepath.Join(d, "cpu.max")), d)
 			})
 		case hasController(ctrls, "cpu"):
 			mount := filepath.Join(root, ctrls)
 			if _, err := os.Stat(mount); err != nil {
 				mount = filepath.Join(root, "cpu")
 			}
-			walkUp(filepath.Join(mount, parts[2]), mount, func(dir string) {
-				lower(readV1(dir))
+			walkUp(filepath.Join(mount, parts[2]), mount, func(d string) {
+				lower(readV1(d), d)
 			})
 		}
 	}
-	return limit
+	return limit, dir
 }
 
 func hasController(list, name string) bool {

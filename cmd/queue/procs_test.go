@@ -61,12 +61,12 @@ func TestCPULimit(t *testing.T) {
 			if err := os.WriteFile(self, []byte(tt.self), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if got := cpuLimit(root, self); got != tt.want {
+			if got, _ := cpuLimit(root, self); got != tt.want {
 				t.Errorf("cpuLimit = %v, want %v", got, tt.want)
 			}
 		})
 	}
-	if got := cpuLimit(t.TempDir(), "/nonexistent/cgroup"); got != 0 {
+	if got, _ := cpuLimit(t.TempDir(), "/nonexistent/cgroup"); got != 0 {
 		t.Errorf("unreadable: %v, want 0", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/queue-dev/queue/internal/gostack"
 	"github.com/queue-dev/queue/limit"
 	"github.com/queue-dev/queue/otlp"
+	"github.com/queue-dev/queue/overload"
 	"github.com/queue-dev/queue/probe"
 	"github.com/queue-dev/queue/proxy"
 	"github.com/queue-dev/queue/stats"
@@ -64,8 +65,9 @@ type app struct {
 	statsSrv, metricsSrv *h1.Server
 	statsLn, metricsLn   net.Listener
 	promLabels           string
-	depth                func() int // requests waiting for a slot; nil without --concurrency
-	limit                func() int // the adaptive limit now; nil unless --concurrency auto
+	depth                func() int      // requests waiting for a slot; nil without --concurrency or the overload guard
+	guard                *overload.Guard // nil: none (no CPU limit, --overload-guard=false, --concurrency auto)
+	limit                func() int      // the adaptive limit now; nil unless --concurrency auto
 
 	// pprofSrv serves /debug/pprof/ on --pprof-listen; nil without it.
 	pprofSrv *http.Server
@@ -182,21 +184,40 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		}
 		a.depth = limiter.Waiting
 	}
+	var guard *overload.Guard // nil: none
+	if cfg.CPUStat != "" && !cfg.AdaptiveConcurrency {
+		l := limiter
+		if l == nil {
+			// No limit until the guard sheds it.
+			l, _ = limit.New(limit.Config{Capacity: limit.MaxCapacity, QueueDepth: limit.MaxCapacity, MaxWait: cfg.Timeout})
+		}
+		if guard, err = overload.New(cfg.CPUStat, l); err != nil {
+			logger.LogAttrs(context.Background(), slog.LevelWarn, "overload guard off", slog.Any("err", err))
+			guard = nil
+		} else {
+			// Requests may wait now: queue_depth says how many.
+			limiter, a.depth, a.guard = l, l.Waiting, guard
+		}
+	}
 	// The request path in request order (package chain): probes and drain,
 	// counting (queued requests count), tracing, the concurrency limit, the
 	// proxy. Layers that are off (nil) are not in the chain at all.
-	handler, err := chain.New(chain.Config{Drain: a.drainer, Stats: a.stats, Tracer: a.tracer, Limiter: limiter, Proxy: p})
+	handler, err := chain.New(chain.Config{Drain: a.drainer, Stats: a.stats, Tracer: a.tracer, Limiter: limiter, Guard: guard, Proxy: p})
 	if err != nil {
 		return nil, err
 	}
 	errLog := serverLog(logger)
 	a.altSvc = &altSvcHandler{next: handler}
-	a.ingress, err = ingress.New(ingress.Config{
+	icfg := ingress.Config{
 		Handler:           a.altSvc,
 		MaxConns:          cfg.MaxConnections,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		Logger:            logger,
-	})
+	}
+	if guard != nil {
+		icfg.Gate = guard
+	}
+	a.ingress, err = ingress.New(icfg)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +333,9 @@ func newProber(cfg Config) probe.Prober {
 func (a *app) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if a.guard != nil {
+		defer a.guard.Close() // after the servers: requests look at it to the last
+	}
 	errc := make(chan error, 6)
 	// Each server's accept loop, and the watcher, lives as long as the
 	// process: their stacks grow before the start-up pages go.

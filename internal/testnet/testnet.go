@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -129,4 +130,30 @@ func Releaser(t testing.TB) (<-chan struct{}, func()) {
 	release := func() { once.Do(func() { close(ch) }) }
 	t.Cleanup(release)
 	return ch, release
+}
+
+// WaitPeerClosed waits, up to bound, until the client's FIN has reached
+// the server's end of the loopback IPv4 connection c (a client's): that
+// end is no longer ESTABLISHED in the kernel's /proc/net/tcp (CLOSE-WAIT,
+// or later if the server has closed it too), whether or not the server
+// has accepted it. It polls the table, where there is no event to wait on.
+func WaitPeerClosed(t testing.TB, c net.Conn, bound time.Duration) {
+	t.Helper()
+	server := c.RemoteAddr().(*net.TCPAddr).Port
+	client := c.LocalAddr().(*net.TCPAddr).Port
+	established := fmt.Sprintf("0100007F:%04X 0100007F:%04X 01 ", server, client)
+	deadline := time.Now().Add(bound)
+	for {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatalf("read /proc/net/tcp: %v", err)
+		}
+		if !strings.Contains(string(b), established) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's end of the connection from port %d stayed ESTABLISHED", client)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
