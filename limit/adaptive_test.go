@@ -516,17 +516,7 @@ func TestSetLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := make(chan int, MinLimit)
-		for i := range MinLimit {
-			go func() {
-				if err := l.Acquire(t.Context()); err != nil {
-					t.Errorf("waiter %d: Acquire = %v", i, err)
-					return
-				}
-				got <- i
-			}()
-			synctest.Wait()
-		}
+		got := queueWaiters(t, l, MinLimit)
 		if n := l.Waiting(); n != MinLimit {
 			t.Fatalf("Waiting() = %d, want %d", n, MinLimit)
 		}
@@ -542,7 +532,7 @@ func TestSetLimit(t *testing.T) {
 				t.Fatalf("waiter %d not handed a new slot", want)
 			}
 		}
-		if n, w := inFlight(l), l.Waiting(); n != MinLimit+2 || w != 1 {
+		if n, w := l.Held(), l.Waiting(); n != MinLimit+2 || w != 1 {
 			t.Fatalf("in flight %d, waiting %d; want %d, 1", n, w, MinLimit+2)
 		}
 		// Under a lower limit, the slots released past it are freed, not
@@ -557,7 +547,7 @@ func TestSetLimit(t *testing.T) {
 			default:
 			}
 		}
-		if n, w := inFlight(l), l.Waiting(); n != 2 || w != 1 {
+		if n, w := l.Held(), l.Waiting(); n != 2 || w != 1 {
 			t.Fatalf("in flight %d, waiting %d; want 2, 1", n, w)
 		}
 		l.Release() // at the limit: the slot goes to the waiter
@@ -593,7 +583,7 @@ func TestAdaptiveStorm(t *testing.T) {
 				switch {
 				case err == nil:
 					start := time.Now()
-					if got := inFlight(l); got > ceiling {
+					if got := l.Held(); got > ceiling {
 						t.Errorf("in flight = %d, want <= %d", got, ceiling)
 					}
 					for range (g + i) % 4 {

@@ -31,10 +31,32 @@ func mustNew(t testing.TB, cfg Config) *Limiter {
 	return l
 }
 
-// inFlight is the number of slots held now.
-func inFlight(l *Limiter) int {
-	held, _ := unpack(l.state.Load())
-	return int(held)
+// queueWaiters starts n waiters, 0 first, each queued before the next
+// comes; got receives each one's number once it has a slot.
+func queueWaiters(t *testing.T, l *Limiter, n int) chan int {
+	got := make(chan int, n)
+	for i := range n {
+		go func() {
+			if err := l.Acquire(t.Context()); err != nil {
+				t.Errorf("waiter %d: Acquire = %v", i, err)
+				return
+			}
+			got <- i
+		}()
+		synctest.Wait()
+	}
+	return got
+}
+
+// woken returns the waiter that has got a slot since the last call, or -1.
+func woken(got chan int) int {
+	synctest.Wait()
+	select {
+	case i := <-got:
+		return i
+	default:
+		return -1
+	}
 }
 
 // failAfter bounds the waits of the tests that run on the real clock: the
@@ -60,7 +82,7 @@ func waitAll(t *testing.T, wg *sync.WaitGroup, what string) {
 // checkIdle fails unless no slot is held and nobody waits.
 func checkIdle(t testing.TB, l *Limiter) {
 	t.Helper()
-	if got := inFlight(l); got != 0 {
+	if got := l.Held(); got != 0 {
 		t.Errorf("in flight = %d, want 0", got)
 	}
 	if got := l.Waiting(); got != 0 {
@@ -182,7 +204,7 @@ func TestNeverOverCapacity(t *testing.T) {
 							n := cur.Add(1)
 							for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 							}
-							if got := inFlight(l); got > tt.capacity {
+							if got := l.Held(); got > tt.capacity {
 								t.Errorf("in flight = %d, want <= %d", got, tt.capacity)
 							}
 							runtime.Gosched() // hold the slot while others try
@@ -403,17 +425,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 					}
 				}
 				start := time.Now()
-				got := make(chan int, tt.waiters)
-				for i := range tt.waiters {
-					go func() {
-						if err := l.Acquire(t.Context()); err != nil {
-							t.Errorf("waiter %d: Acquire = %v", i, err)
-							return
-						}
-						got <- i
-					}()
-					synctest.Wait() // waiter i is queued before waiter i+1 comes
-				}
+				got := queueWaiters(t, l, tt.waiters)
 				if n := l.Waiting(); n != tt.waiters {
 					t.Fatalf("Waiting() = %d, want %d", n, tt.waiters)
 				}
@@ -428,7 +440,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 					default:
 						t.Fatalf("Release did not wake waiter %d", want)
 					}
-					if n, want := inFlight(l), tt.capacity; n != want {
+					if n, want := l.Held(), tt.capacity; n != want {
 						t.Errorf("in flight = %d, want %d", n, want)
 					}
 					if n, want := l.Waiting(), tt.waiters-want-1; n != want {

@@ -6,34 +6,6 @@ import (
 	"time"
 )
 
-// queueWaiters starts n waiters, 0 first, each queued before the next
-// comes; got receives each one's number once it has a slot.
-func queueWaiters(t *testing.T, l *Limiter, n int) chan int {
-	got := make(chan int, n)
-	for i := range n {
-		go func() {
-			if err := l.Acquire(t.Context()); err != nil {
-				t.Errorf("waiter %d: Acquire = %v", i, err)
-				return
-			}
-			got <- i
-		}()
-		synctest.Wait()
-	}
-	return got
-}
-
-// woken returns the waiter that has got a slot since the last call, or -1.
-func woken(got chan int) int {
-	synctest.Wait()
-	select {
-	case i := <-got:
-		return i
-	default:
-		return -1
-	}
-}
-
 // TestShed: a shed limit lets the slots held over it run out before it
 // hands any to a waiter, then serves the newest waiter first; Restore
 // hands the slots it frees to the waiters, the oldest first; the queue

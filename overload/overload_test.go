@@ -29,14 +29,17 @@ func (s stat) set(t *testing.T, n int) {
 	}
 }
 
-func newGuard(t *testing.T, s stat, l *limit.Limiter) *Guard {
+// newGuard returns a guard of an unlimited limiter, on a cpu.stat the
+// test writes, with no period throttled yet.
+func newGuard(t *testing.T) (stat, *limit.Limiter, *Guard) {
 	t.Helper()
+	s, l := newStat(t), unlimited(t)
 	g, err := New(string(s), l)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { g.Close() })
-	return g
+	return s, l, g
 }
 
 func unlimited(t *testing.T) *limit.Limiter {
@@ -89,9 +92,7 @@ func TestRead(t *testing.T) {
 func TestGuardOnOff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s := newStat(t)
-		l := unlimited(t)
-		g := newGuard(t, s, l)
+		s, l, g := newGuard(t)
 		g.Check()
 		if g.On() || l.Limit() != limit.MaxCapacity {
 			t.Fatalf("before any throttling: on %v, limit %d", g.On(), l.Limit())
@@ -130,9 +131,7 @@ func TestGuardOnOff(t *testing.T) {
 func TestGuardStall(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s := newStat(t)
-		l := unlimited(t)
-		g := newGuard(t, s, l)
+		s, l, g := newGuard(t)
 		for range Limit + 1 {
 			if err := l.Acquire(t.Context()); err != nil {
 				t.Fatal(err)
@@ -185,9 +184,7 @@ func TestGuardStall(t *testing.T) {
 func TestWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s := newStat(t)
-		l := unlimited(t)
-		g := newGuard(t, s, l)
+		s, l, g := newGuard(t)
 		if g.Wait() {
 			t.Fatal("Wait with the guard off reported overload")
 		}
