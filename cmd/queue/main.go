@@ -80,7 +80,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		return 1
 	}
-	logStart(log, cfg, cpuLimit, procs)
+	logStart(log, cfg, cpuLimit, procs, a.guard != nil)
 	logKnative(log, cfg)
 	if demo {
 		printDemo(stdout, a.addrs(), echo.Addr())
@@ -186,10 +186,10 @@ func mode(c Config) string {
 }
 
 // logStart writes the first line: version, commit, the CPU limit read from
-// the cgroup (0: none) and GOMAXPROCS (procs.go), and the effective
-// configuration. Nothing in Config is secret today (certificates are
+// the cgroup (0: none) and GOMAXPROCS (procs.go), the effective
+// configuration, and whether the overload guard runs (guard). Nothing in Config is secret today (certificates are
 // file names, not contents).
-func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
+func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int, guard bool) {
 	v, commit := buildInfo()
 	version := []slog.Attr{slog.String("version", v), slog.String("commit", commit)}
 	if c.LogFormat == "zap" && knativeCommit() != "" {
@@ -214,7 +214,7 @@ func logStart(log *slog.Logger, c Config, cpuLimit float64, procs int) {
 			slog.Int("concurrency", c.Concurrency),
 			slog.Bool("concurrency_auto", c.AdaptiveConcurrency),
 			slog.Int("queue_depth", c.QueueDepth),
-			slog.Bool("overload_guard", c.CPUStat != "" && !c.AdaptiveConcurrency),
+			slog.Bool("overload_guard", guard),
 			slog.String("timeout", c.Timeout.String()),
 			slog.String("response_start_timeout", c.ResponseStartTimeout.String()),
 			slog.String("idle_timeout", c.IdleTimeout.String()),

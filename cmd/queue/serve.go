@@ -214,7 +214,7 @@ func newApp(cfg Config, logger *slog.Logger) (*app, error) {
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		Logger:            logger,
 	}
-	if guard != nil {
+	if guard != nil { // a nil *Guard would make a Gate that is not nil
 		icfg.Gate = guard
 	}
 	a.ingress, err = ingress.New(icfg)
