@@ -28,8 +28,8 @@
 // would leave the rest waiting behind a shed limit: when requests wait,
 // no slot has come free for [Stall] and yet the quota has not bound for
 // as long (the CPU has room: the slots are stuck, not slow), the limit
-// rises by [Limit].
-// Once no period has been throttled for Hold, the limiter is restored.
+// rises by [Limit]. Once no period has been throttled for Hold, the
+// limiter is restored.
 //
 // The guard has no goroutine and no timer: the requests look, at most once
 // per [Look], with one read of cpu.stat.
@@ -55,8 +55,9 @@ const (
 	// period.
 	Hold = time.Second
 
-	// Stall is how long requests may wait with no slot handed over before
-	// the shed limit rises.
+	// Stall is how long requests may wait with no slot coming free (a
+	// handoff, or fewer held), and no period throttled, before the shed
+	// limit rises.
 	Stall = 250 * time.Millisecond
 
 	// GateHold is the longest the accept gate stays shut for one accept.

@@ -162,6 +162,29 @@ func h1Upstream(t *testing.T, h http.Handler) *httptest.Server {
 	return s
 }
 
+// holdUpstream starts an HTTP/1.1 upstream that sends each request's
+// path to entered (buffered n) and answers "ok", holding a request for
+// /hold until a token comes on tokens (nil: never), release is called, or
+// the request is cancelled. Register release's cleanup after queue's
+// (t.Cleanup), so that it runs first.
+func holdUpstream(t *testing.T, n int, tokens <-chan struct{}) (up *httptest.Server, entered <-chan string, release func()) {
+	t.Helper()
+	ch := make(chan string, n)
+	released, open := testnet.Releaser(t)
+	up = h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch <- r.URL.Path
+		if r.URL.Path == "/hold" {
+			select {
+			case <-tokens:
+			case <-released:
+			case <-r.Context().Done():
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	return up, ch, open
+}
+
 // h2cUpstream starts an upstream that speaks only HTTP/2 with prior
 // knowledge.
 func h2cUpstream(t *testing.T, h http.Handler) *httptest.Server {

@@ -116,18 +116,7 @@ func TestConcurrencyLimit(t *testing.T) {
 // connection: the request behind it is the next the upstream sees.
 func TestQueuedClientLeft(t *testing.T) {
 	t.Parallel()
-	entered := make(chan string, 3)
-	release, open := testnet.Releaser(t)
-	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- r.URL.Path
-		if r.URL.Path == "/hold" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		}
-		io.WriteString(w, "ok")
-	}))
+	up, entered, open := holdUpstream(t, 3, nil)
 	q := startQueue(t, hostPort(up), "--concurrency", "1", "--queue-depth", "2")
 	// Registered after queue's cleanup, so run before it.
 	t.Cleanup(open)

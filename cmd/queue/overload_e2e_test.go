@@ -34,20 +34,8 @@ func TestOverloadGuard(t *testing.T) {
 	}
 	bind()
 
-	entered := make(chan string, 64)
 	tokens := make(chan struct{}, overload.Limit)
-	release, open := testnet.Releaser(t)
-	up := h1Upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- r.URL.Path
-		if r.URL.Path == "/hold" {
-			select {
-			case <-tokens:
-			case <-release:
-			case <-r.Context().Done():
-			}
-		}
-		io.WriteString(w, "ok")
-	}))
+	up, entered, open := holdUpstream(t, 64, tokens)
 	q := startQueueWith(t, nil, func(c *Config) { c.CPUStat = stat }, hostPort(up))
 	t.Cleanup(open) // registered after queue's cleanup, so run before it
 	q.waitReady(t, true)
