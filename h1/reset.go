@@ -2,7 +2,8 @@ package h1
 
 import (
 	"net"
-	"syscall"
+
+	"github.com/queue-dev/queue/internal/netio"
 )
 
 // reset closes nc with a reset (SO_LINGER 0), not a FIN: the client learns
@@ -16,8 +17,8 @@ func reset(nc net.Conn) {
 }
 
 // peerClosed reports whether the client of a connection just accepted has
-// already closed its side: the socket is in CLOSE-WAIT (TCP_INFO's first
-// byte). One getsockopt; false when it cannot be asked.
+// already closed its side (netio.CloseWait); false when it cannot be
+// asked.
 func peerClosed(nc net.Conn) bool {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
@@ -28,14 +29,6 @@ func peerClosed(nc net.Conn) bool {
 		return false
 	}
 	closed := false
-	rc.Control(func(fd uintptr) {
-		// The kernel copies as much of struct tcp_info as asked for: four
-		// bytes, tcpi_state first.
-		v, err := syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_INFO)
-		closed = err == nil && v&0xff == tcpCloseWait
-	})
+	rc.Control(func(fd uintptr) { closed = netio.CloseWait(fd) })
 	return closed
 }
-
-// tcpCloseWait is TCP_CLOSE_WAIT of the kernel's tcp_states.h.
-const tcpCloseWait = 8

@@ -15,9 +15,10 @@
 // A [Guard] watches the cgroup's count of throttled periods. While the
 // quota binds (a period throttled within the last [Hold]), it
 //
-//   - sheds the request limiter to [Limit] slots, newest waiter first
-//     (limit.Limiter.Shed): requests beyond wait, and the ones served are
-//     the ones whose clients are still there;
+//   - sheds the request limiter to [Limit] slots, newest waiter first but
+//     for one slot in four, which goes to the oldest waiter under three
+//     seconds (limit.Limiter.Shed): requests beyond wait, and the ones
+//     served are the ones whose clients are still there;
 //   - shuts the accept gate while requests wait (Wait): new connections
 //     stay in the kernel's backlog, which costs the process nothing, until
 //     the waiters are served or [GateHold] passes;
@@ -39,7 +40,9 @@ import (
 	"bytes"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/queue-dev/queue/limit"
 )
@@ -68,6 +71,7 @@ const (
 // use.
 type Guard struct {
 	stat *os.File
+	rc   syscall.RawConn // stat's
 	l    *limit.Limiter
 	now  func() time.Time
 
@@ -90,7 +94,12 @@ func New(stat string, l *limit.Limiter) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{stat: f, l: l, now: time.Now}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	g := &Guard{stat: f, rc: rc, l: l, now: time.Now}
 	n, err := g.read()
 	if err != nil {
 		f.Close()
@@ -153,8 +162,8 @@ var nrThrottled = []byte("nr_throttled ")
 
 // read returns cpu.stat's nr_throttled.
 func (g *Guard) read() (uint64, error) {
-	n, err := g.stat.ReadAt(g.buf[:], 0)
-	if n == 0 && err != nil {
+	n, err := g.pread()
+	if err != nil {
 		return 0, err
 	}
 	b := g.buf[:n]
@@ -170,6 +179,34 @@ func (g *Guard) read() (uint64, error) {
 		v = v*10 + uint64(c-'0')
 	}
 	return v, nil
+}
+
+// pread reads cpu.stat from its start into g.buf. It is a raw system call,
+// as netio's reads of a socket are, for the same reason: one made through
+// the runtime's system-call state (os.File.ReadAt) wakes the runtime's
+// monitor thread when the process was idle, which then polls every 20 µs
+// for a millisecond or more, on the same CPU quota. Reading a cgroup file
+// never blocks.
+func (g *Guard) pread() (int, error) {
+	var n uintptr
+	var e syscall.Errno
+	if err := g.rc.Control(func(fd uintptr) {
+		for {
+			n, _, e = syscall.RawSyscall6(syscall.SYS_PREAD64, fd, uintptr(unsafe.Pointer(&g.buf[0])), uintptr(len(g.buf)), 0, 0, 0)
+			if e != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case e != 0:
+		return 0, &os.PathError{Op: "read", Path: g.stat.Name(), Err: e}
+	case n == 0:
+		return 0, errNoCount
+	}
+	return int(n), nil
 }
 
 var errNoCount = &os.PathError{Op: "read", Path: "cpu.stat", Err: os.ErrInvalid}

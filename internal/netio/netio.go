@@ -1,6 +1,7 @@
 // Package netio reads and writes plain TCP sockets with raw system calls,
 // for queue's two serving engines (h1, h2) and the proxy's HTTP/1.1
-// client: ReadFD, VecWriter, PeerGone. It knows nothing of HTTP.
+// client: ReadFD, VecWriter, PeerGone, CloseWait. It knows nothing of
+// HTTP.
 package netio
 
 import (
@@ -173,8 +174,24 @@ func setLen[T ~uint32 | ~uint64](p *T, n int) { *p = T(n) }
 // connection: a non-blocking peek (into buf, which it leaves unread) that
 // finds end of file. Bytes waiting mean the peer is still there. It is
 // called from a syscall.RawConn's Control, which holds the descriptor, and
-// is safe while another goroutine reads or writes the socket.
+// is safe while another goroutine reads or writes the socket. Like ReadFD
+// it is a raw call: a peek never blocks.
 func PeerGone(fd uintptr, buf *[1]byte) bool {
-	n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return n == 0 && err == nil || err == syscall.ECONNRESET
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return n == 0 && e == 0 || e == syscall.ECONNRESET
 }
+
+// CloseWait reports whether a TCP socket is in CLOSE-WAIT: its peer has
+// closed its side, whatever bytes it sent before are still unread. One raw
+// getsockopt of TCP_INFO, of which the kernel copies as much as asked:
+// four bytes, tcpi_state first. It is called from a syscall.RawConn's
+// Control; false when the state cannot be read.
+func CloseWait(fd uintptr) bool {
+	var info [4]byte
+	size := uint32(len(info))
+	_, _, e := syscall.RawSyscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_INFO, uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+	return e == 0 && size >= 1 && info[0] == tcpCloseWait
+}
+
+// tcpCloseWait is TCP_CLOSE_WAIT of the kernel's tcp_states.h.
+const tcpCloseWait = 8

@@ -178,3 +178,68 @@ func TestReadFD(t *testing.T) {
 		t.Errorf("empty read: %d %v %v", n, again, err)
 	}
 }
+
+// TestPeerGoneCloseWait: while the client is there neither reports it
+// gone; after its FIN, CloseWait does at once, and PeerGone only once the
+// bytes it sent before are read; after a reset, PeerGone does.
+func TestPeerGoneCloseWait(t *testing.T) {
+	t.Parallel()
+	c, s := tcpPair(t)
+	raw, err := s.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf [1]byte
+	look := func() (gone, closeWait bool) {
+		raw.Control(func(fd uintptr) { gone, closeWait = PeerGone(fd, &buf), CloseWait(fd) })
+		return
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if gone, cw := look(); gone || cw {
+		t.Fatalf("client there: PeerGone %v, CloseWait %v; want false, false", gone, cw)
+	}
+	c.CloseWrite()
+	// The FIN reaches the server's socket on the kernel's time: look
+	// until it has, within failAfter.
+	for deadline := time.Now().Add(failAfter); ; time.Sleep(time.Millisecond) {
+		if _, cw := look(); cw {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's socket never reached CLOSE-WAIT")
+		}
+	}
+	if gone, _ := look(); gone {
+		t.Error("PeerGone with a byte still unread: want false")
+	}
+	s.SetReadDeadline(time.Now().Add(failAfter))
+	if _, err := io.ReadFull(s, buf[:]); err != nil {
+		t.Fatal(err)
+	}
+	if gone, _ := look(); !gone {
+		t.Error("PeerGone after the client's FIN, nothing unread: want true")
+	}
+
+	c2, s2 := tcpPair(t)
+	c2.SetLinger(0)
+	c2.Close()
+	raw2, err := s2.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(failAfter); ; time.Sleep(time.Millisecond) {
+		var gone, cw bool
+		raw2.Control(func(fd uintptr) { gone, cw = PeerGone(fd, &buf), CloseWait(fd) })
+		if gone {
+			if cw {
+				t.Error("CloseWait after a reset: want false")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("PeerGone never saw the client's reset")
+		}
+	}
+}
