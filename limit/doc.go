@@ -17,7 +17,8 @@
 // straight to the oldest of them and never becomes free in between, so a
 // newcomer cannot take it first. While a limiter is shed ([Limiter.Shed],
 // by package overload while the CPU quota binds) its limit is lower and
-// the newest waiter gets the slot first.
+// the newest waiter gets the slot first, but for one slot in [OldShare],
+// which goes to the oldest waiter that has waited under [OldAge].
 //
 // # Adaptive mode
 //

@@ -101,12 +101,14 @@ type Limiter struct {
 
 	// Shedding (Shed, Restore; shed.go). base is the fixed capacity New
 	// set. While shed, capacity is lower than base and waiters get their
-	// slots newest first (newest, guarded by mu). handoffs counts the
-	// slots handed to waiters, under mu: the progress a shed limit's
-	// owner watches for. drained receives when the queue empties
-	// (remove), for the accept gate; nil in adaptive mode.
+	// slots newest first but for OldShare's (newest, turn, young, guarded
+	// by mu; next). handoffs counts the slots handed to waiters, under mu:
+	// the progress a shed limit's owner watches for. drained receives when
+	// the queue empties (remove), for the accept gate; nil in adaptive mode.
 	base     uint64
 	newest   bool
+	turn     uint64  // slots handed out while shed, for OldShare
+	young    *waiter // every waiter queued before it had waited OldAge when next passed it
 	handoffs uint64
 	drained  chan struct{}
 
@@ -376,13 +378,13 @@ func (l *Limiter) Release() {
 func (l *Limiter) handOff() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := l.next()
-	if w == nil {
+	if l.head == nil {
 		return false
 	}
 	if held, _ := unpack(l.state.Load()); held > l.capacity.Load() {
 		return false
 	}
+	w := l.next()
 	l.remove(w)
 	l.state.Add(^uint64(waitOne - 1)) // minus waitOne, as sync/atomic documents
 	l.handoffs++
@@ -404,12 +406,24 @@ func (l *Limiter) handFree(s uint64) {
 }
 
 // next is the waiter the next slot goes to: the oldest, or while shed the
-// newest. l.mu must be held.
+// newest, but for one slot in OldShare, which goes to the oldest waiter
+// that has waited under OldAge (young), if one does. l.mu must be held,
+// and the slot given to the waiter returned.
 func (l *Limiter) next() *waiter {
-	if l.newest {
-		return l.tail
+	if !l.newest {
+		return l.head
 	}
-	return l.head
+	l.turn++
+	if l.turn%OldShare == 0 {
+		now := time.Now()
+		for l.young != nil && !l.young.since.IsZero() && now.Sub(l.young.since) >= OldAge {
+			l.young = l.young.next
+		}
+		if l.young != nil {
+			return l.young
+		}
+	}
+	return l.tail
 }
 
 // push appends w to the queue. l.mu must be held.
@@ -421,10 +435,16 @@ func (l *Limiter) push(w *waiter) {
 		l.tail.next = w
 	}
 	l.tail = w
+	if l.young == nil {
+		l.young = w
+	}
 }
 
 // remove takes w out of the queue. l.mu must be held.
 func (l *Limiter) remove(w *waiter) {
+	if l.young == w {
+		l.young = w.next
+	}
 	if w.prev == nil {
 		l.head = w.next
 	} else {

@@ -35,7 +35,13 @@ func mustNew(t testing.TB, cfg Config) *Limiter {
 // comes; got receives each one's number once it has a slot.
 func queueWaiters(t *testing.T, l *Limiter, n int) chan int {
 	got := make(chan int, n)
-	for i := range n {
+	queueMore(t, l, got, 0, n)
+	return got
+}
+
+// queueMore queues waiters from to to-1 as queueWaiters does, onto got.
+func queueMore(t *testing.T, l *Limiter, got chan int, from, to int) {
+	for i := from; i < to; i++ {
 		go func() {
 			if err := l.Acquire(t.Context()); err != nil {
 				t.Errorf("waiter %d: Acquire = %v", i, err)
@@ -45,7 +51,6 @@ func queueWaiters(t *testing.T, l *Limiter, n int) chan int {
 		}()
 		synctest.Wait()
 	}
-	return got
 }
 
 // woken returns the waiter that has got a slot since the last call, or -1.

@@ -7,7 +7,13 @@ import "time"
 // binding). While shed, the limit is at most what Shed set and the waiters
 // get their slots newest first, as Facebook's adaptive LIFO serves a queue
 // under overload: the requests served are the ones whose clients are
-// still there, and the oldest wait until their clients give up. Restore
+// still there. Newest first alone leaves waiting, until their clients give
+// up, as many requests as arrive beyond what the slots serve, even when
+// that is a few in a hundred for a few seconds: so one slot in OldShare
+// goes to the oldest waiter that has waited under OldAge. A load a little
+// over capacity is then served whole, late by what it is over; one far over
+// it still serves the newest first with three slots in four, and the
+// requests older than OldAge wait until their clients give up. Restore
 // ends it. An adaptive limiter is never shed: its controller already
 // lowers the limit when the round trip grows.
 
@@ -15,8 +21,16 @@ import "time"
 // none: one period of a CPU quota (100 ms, Kubernetes' CFS period).
 const FreshWait = 100 * time.Millisecond
 
+// OldShare and OldAge: while shed, one slot in OldShare goes to the
+// oldest waiter that has waited under OldAge, the others to the newest.
+const (
+	OldShare = 4
+	OldAge   = 3 * time.Second
+)
+
 // Shed lowers the limit to n, or leaves it where it is if it is lower
-// already, and hands slots to the newest waiters first, until Restore. A
+// already, and hands slots to the newest waiters first (but for OldShare's),
+// until Restore. A
 // limit that falls under the slots held frees none of them: releases
 // make it good (Release). It reports false, and does nothing, for an
 // adaptive limiter or an n < 1.

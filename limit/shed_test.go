@@ -142,3 +142,30 @@ func TestShedFreshWait(t *testing.T) {
 		})
 	}
 }
+
+// TestShedOldShare: while shed, one slot in OldShare goes to the oldest
+// waiter that has waited under OldAge; the waiters past it are left to
+// newest first.
+func TestShedOldShare(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Capacity: 1, QueueDepth: 10})
+		l.Shed(1)
+		if err := l.Acquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan int, 7)
+		queueMore(t, l, got, 0, 2)
+		time.Sleep(OldAge + OldAge/2) // 0 and 1 have waited past OldAge
+		queueMore(t, l, got, 2, 7)
+		want := []int{6, 5, 4, 2, 3, 1, 0} // the fourth to 2, the oldest under OldAge
+		for n, w := range want {
+			l.Release()
+			if i := woken(got); i != w {
+				t.Fatalf("slot %d went to waiter %d, want %d (order %v)", n+1, i, w, want)
+			}
+		}
+		l.Release()
+		checkIdle(t, l)
+	})
+}

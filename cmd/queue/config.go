@@ -221,7 +221,7 @@ func newFlagSet(c *Config, u *unset) *flag.FlagSet {
 	fs.Var(addrValue{&c.MetricsListen, false}, "metrics-listen", "serve the Prometheus text at /metrics on `ADDR`")
 	fs.Var(concurrencyValue{&c.Concurrency, &c.AdaptiveConcurrency}, "concurrency", "let at most `N` requests be in flight to the upstream; 0 = unlimited; auto = a limit found from the upstream's latency, which rises while its round trip stays near its unloaded one (the queue then follows the limit, and a request waits at most half a round trip)")
 	fs.Var(intValue{&u.queueDepth}, "queue-depth", "let at most `N` requests wait for a slot; needs --concurrency N (not auto)")
-	fs.Var(boolValue{&c.OverloadGuard}, "overload-guard", "under a CPU limit, while the limit binds, serve at most 16 requests at once (newest waiter first) and leave new connections in the backlog while requests wait; not with --concurrency auto")
+	fs.Var(boolValue{&c.OverloadGuard}, "overload-guard", "under a CPU limit, while the limit binds, serve at most 16 requests at once (newest waiter first, but one slot in four to the oldest under 3s) and leave new connections in the backlog while requests wait; not with --concurrency auto")
 	fs.Var(durationValue{&c.Timeout}, "timeout", "limit each request to `D`; 0 = none")
 	fs.Var(durationValue{&c.ResponseStartTimeout}, "response-start-timeout", "limit the wait for the first response byte to `D`, at most --timeout; 0 = none")
 	fs.Var(durationValue{&c.IdleTimeout}, "idle-timeout", "limit the wait between two reads of the upstream's response body to `D`, at most --timeout; 0 = none")
