@@ -29,11 +29,10 @@ const (
 )
 
 // Shed lowers the limit to n, or leaves it where it is if it is lower
-// already, and hands slots to the newest waiters first (but for OldShare's),
-// until Restore. A
-// limit that falls under the slots held frees none of them: releases
-// make it good (Release). It reports false, and does nothing, for an
-// adaptive limiter or an n < 1.
+// already, and hands slots to the newest waiters first (but for
+// OldShare's), until Restore. A limit that falls under the slots held
+// frees none of them: releases make it good (Release). It reports false,
+// and does nothing, for an adaptive limiter or an n < 1.
 func (l *Limiter) Shed(n int) bool {
 	if l.ctl != nil || n < 1 {
 		return false

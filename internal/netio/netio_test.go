@@ -190,9 +190,20 @@ func TestPeerGoneCloseWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf [1]byte
-	look := func() (gone, closeWait bool) {
+	lookAt := func(raw syscall.RawConn) (gone, closeWait bool) {
 		raw.Control(func(fd uintptr) { gone, closeWait = PeerGone(fd, &buf), CloseWait(fd) })
 		return
+	}
+	look := func() (bool, bool) { return lookAt(raw) }
+	// until looks until cond holds: what the client did reaches the
+	// server's socket on the kernel's time, within failAfter.
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(failAfter); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
 	}
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -201,16 +212,7 @@ func TestPeerGoneCloseWait(t *testing.T) {
 		t.Fatalf("client there: PeerGone %v, CloseWait %v; want false, false", gone, cw)
 	}
 	c.CloseWrite()
-	// The FIN reaches the server's socket on the kernel's time: look
-	// until it has, within failAfter.
-	for deadline := time.Now().Add(failAfter); ; time.Sleep(time.Millisecond) {
-		if _, cw := look(); cw {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server's socket never reached CLOSE-WAIT")
-		}
-	}
+	until("the server's socket never reached CLOSE-WAIT", func() bool { _, cw := look(); return cw })
 	if gone, _ := look(); gone {
 		t.Error("PeerGone with a byte still unread: want false")
 	}
@@ -229,17 +231,13 @@ func TestPeerGoneCloseWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(failAfter); ; time.Sleep(time.Millisecond) {
-		var gone, cw bool
-		raw2.Control(func(fd uintptr) { gone, cw = PeerGone(fd, &buf), CloseWait(fd) })
-		if gone {
-			if cw {
-				t.Error("CloseWait after a reset: want false")
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("PeerGone never saw the client's reset")
-		}
+	var cw bool
+	until("PeerGone never saw the client's reset", func() bool {
+		var gone bool
+		gone, cw = lookAt(raw2)
+		return gone
+	})
+	if cw {
+		t.Error("CloseWait after a reset: want false")
 	}
 }
