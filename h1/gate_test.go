@@ -2,10 +2,12 @@ package h1
 
 import (
 	"bufio"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/queue-dev/queue/internal/testnet"
 )
@@ -87,5 +89,51 @@ func TestGateResetsGoneClient(t *testing.T) {
 				t.Errorf("handler ran %d times, want %d", n, want)
 			}
 		})
+	}
+}
+
+// TestGateGoneTakeNoTurn: while overloaded, the connections of clients that
+// have gone, at the head of the backlog, are all reset on one turn of the
+// gate, and the live one behind them is served on that turn, as a whole
+// connection: its address is the client's and it carries a second
+// request.
+func TestGateGoneTakeNoTurn(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int32
+	gate, addr := startGated(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Write([]byte(r.URL.Path + " from " + r.RemoteAddr))
+	})}, true)
+
+	var gone []*net.TCPConn
+	for range 3 {
+		c := dial(t, addr)
+		if _, err := c.Write([]byte("GET /gone HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		c.CloseWrite()
+		testnet.WaitPeerClosed(t, c, failAfter)
+		gone = append(gone, c)
+	}
+	live := dial(t, addr)
+	gate.open <- struct{}{} // one turn
+	live.SetDeadline(time.Now().Add(failAfter))
+	br := bufio.NewReader(live)
+	for _, path := range []string{"/live", "/again"} {
+		if _, err := live.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		x, err := readReply(br, http.MethodGet)
+		if want := path + " from " + live.LocalAddr().String(); err != nil || string(x.body) != want {
+			t.Fatalf("live client: %v, body %q; want %q", err, x.body, want)
+		}
+	}
+	for i, c := range gone {
+		if !closedByPeer(t, c, bufio.NewReader(c)) {
+			t.Errorf("gone client %d: its connection was not closed", i)
+		}
+	}
+	if n := served.Load(); n != 2 {
+		t.Errorf("handler ran %d times, want 2", n)
 	}
 }

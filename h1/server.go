@@ -39,9 +39,10 @@ type Server struct {
 	IdleTimeout time.Duration
 	// Gate, when set, is waited on before each accept (overload.Guard):
 	// while Wait blocks, new connections stay in the kernel's backlog.
-	// When it reports true (overloaded), a connection whose client has
-	// already closed its side is reset at once, unserved: its request
-	// waited in the backlog until the client gave up.
+	// When it reports true (overloaded), the connections whose clients
+	// have already closed their side are reset at once, unserved, all
+	// on that one turn (acceptLive): their requests waited in the
+	// backlog until the clients gave up.
 	Gate interface{ Wait() bool }
 
 	// MaxConns bounds the open connections; one beyond is closed at once,
@@ -131,7 +132,14 @@ func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
 	var delay time.Duration
 	for {
 		overloaded := s.Gate != nil && s.Gate.Wait()
-		nc, err := ln.Accept()
+		var nc net.Conn
+		var err error
+		if overloaded {
+			nc = acceptLive(ln)
+		}
+		if nc == nil {
+			nc, err = ln.Accept()
+		}
 		if err != nil {
 			if s.shutdown.Load() {
 				return ErrServerClosed

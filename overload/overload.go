@@ -22,8 +22,9 @@
 //   - shuts the accept gate while requests wait (Wait): new connections
 //     stay in the kernel's backlog, which costs the process nothing, until
 //     the waiters are served or [GateHold] passes;
-//   - has the server close, unserved, a connection that arrives already
-//     closed by its client (a request that timed out in the backlog).
+//   - has the server close, unserved, the connections that arrive already
+//     closed by their clients (requests that timed out in the backlog),
+//     all of them on one turn of the gate.
 //
 // Slots held by requests that do not end soon (a long poll, a stream)
 // would leave the rest waiting behind a shed limit: when requests wait,
@@ -214,7 +215,8 @@ var errNoCount = &os.PathError{Op: "read", Path: "cpu.stat", Err: os.ErrInvalid}
 // Wait is the accept gate, which a server calls before each accept. While
 // the guard is on and requests wait for a slot, it blocks until the queue
 // empties or GateHold passes. It reports whether the guard is on: the
-// server then closes unserved a connection its client has already closed.
+// server then closes unserved the connections their clients have already
+// closed.
 func (g *Guard) Wait() bool {
 	if !g.on.Load() {
 		return false

@@ -1,7 +1,7 @@
 // Package netio reads and writes plain TCP sockets with raw system calls,
 // for queue's two serving engines (h1, h2) and the proxy's HTTP/1.1
-// client: ReadFD, VecWriter, PeerGone, CloseWait. It knows nothing of
-// HTTP.
+// client: ReadFD, VecWriter, PeerGone, CloseWait, and the h1 engine's
+// accept under overload, AcceptGone. It knows nothing of HTTP.
 package netio
 
 import (
@@ -195,3 +195,36 @@ func CloseWait(fd uintptr) bool {
 
 // tcpCloseWait is TCP_CLOSE_WAIT of the kernel's tcp_states.h.
 const tcpCloseWait = 8
+
+// AcceptGone accepts from the listening socket fd, with raw calls, each
+// connection at the head of its backlog whose client has already closed
+// its side (CloseWait), and closes it with a reset, until it accepts one
+// whose client is still there or the backlog is empty. It returns that
+// live socket (blocking and close-on-exec; the caller owns it), or -1 when
+// the backlog ran empty or accept failed (the caller's own accept then
+// waits, or reports why), and how many it reset.
+//
+// It is called from the listener's syscall.RawConn Control. A connection
+// costs it four system calls (accept4, getsockopt, setsockopt, close)
+// against the eight and the allocations of net's Accept, SetLinger and
+// Close. The loop ends: it is bounded by the backlog, which it empties
+// far faster than clients can fill it.
+func AcceptGone(fd uintptr) (live, gone int) {
+	linger := syscall.Linger{Onoff: 1}
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, fd, 0, 0, syscall.SOCK_CLOEXEC, 0, 0)
+		switch e {
+		case 0:
+		case syscall.EINTR, syscall.ECONNABORTED:
+			continue
+		default: // EAGAIN: the backlog is empty
+			return -1, gone
+		}
+		if !CloseWait(r) {
+			return int(r), gone
+		}
+		syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, r, syscall.SOL_SOCKET, syscall.SO_LINGER, uintptr(unsafe.Pointer(&linger)), unsafe.Sizeof(linger), 0)
+		syscall.RawSyscall(syscall.SYS_CLOSE, r, 0, 0)
+		gone++
+	}
+}
