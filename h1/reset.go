@@ -56,14 +56,14 @@ func acceptLive(ln net.Listener) net.Conn {
 		return nil
 	}
 	live := -1
-	rc.Control(func(fd uintptr) { live, _ = netio.AcceptGone(fd) })
+	rc.Control(func(fd uintptr) { live = netio.AcceptGone(fd) })
 	if live < 0 {
 		return nil
 	}
 	f := os.NewFile(uintptr(live), "") // blocking: not given to the poller
 	nc, err := net.FileConn(f)
 	f.Close()
-	if err != nil {
+	if err != nil { // out of descriptors for the dup: the client is dropped
 		return nil
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {

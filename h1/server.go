@@ -133,30 +133,29 @@ func (s *Server) serve(ln net.Listener, cfg *tls.Config) error {
 	for {
 		overloaded := s.Gate != nil && s.Gate.Wait()
 		var nc net.Conn
-		var err error
 		if overloaded {
-			nc = acceptLive(ln)
+			nc = acceptLive(ln) // its client is there: acceptLive looked
 		}
 		if nc == nil {
-			nc, err = ln.Accept()
-		}
-		if err != nil {
-			if s.shutdown.Load() {
-				return ErrServerClosed
+			var err error
+			if nc, err = ln.Accept(); err != nil {
+				if s.shutdown.Load() {
+					return ErrServerClosed
+				}
+				if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
+					// Out of file descriptors and the like: back off as
+					// net/http does, then accept again.
+					delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+					time.Sleep(delay)
+					continue
+				}
+				return err
 			}
-			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
-				// Out of file descriptors and the like: back off as
-				// net/http does, then accept again.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
+			delay = 0
+			if overloaded && peerClosed(nc) {
+				reset(nc)
 				continue
 			}
-			return err
-		}
-		delay = 0
-		if overloaded && peerClosed(nc) {
-			reset(nc)
-			continue
 		}
 		if s.MaxConns > 0 && s.open.Add(1) > int64(s.MaxConns) {
 			s.open.Add(-1)

@@ -202,14 +202,14 @@ const tcpCloseWait = 8
 // whose client is still there or the backlog is empty. It returns that
 // live socket (blocking and close-on-exec; the caller owns it), or -1 when
 // the backlog ran empty or accept failed (the caller's own accept then
-// waits, or reports why), and how many it reset.
+// waits, or reports why).
 //
 // It is called from the listener's syscall.RawConn Control. A connection
 // costs it four system calls (accept4, getsockopt, setsockopt, close)
 // against the eight and the allocations of net's Accept, SetLinger and
 // Close. The loop ends: it is bounded by the backlog, which it empties
 // far faster than clients can fill it.
-func AcceptGone(fd uintptr) (live, gone int) {
+func AcceptGone(fd uintptr) (live int) {
 	linger := syscall.Linger{Onoff: 1}
 	for {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, fd, 0, 0, syscall.SOCK_CLOEXEC, 0, 0)
@@ -218,13 +218,12 @@ func AcceptGone(fd uintptr) (live, gone int) {
 		case syscall.EINTR, syscall.ECONNABORTED:
 			continue
 		default: // EAGAIN: the backlog is empty
-			return -1, gone
+			return -1
 		}
 		if !CloseWait(r) {
-			return int(r), gone
+			return int(r)
 		}
 		syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, r, syscall.SOL_SOCKET, syscall.SO_LINGER, uintptr(unsafe.Pointer(&linger)), unsafe.Sizeof(linger), 0)
 		syscall.RawSyscall(syscall.SYS_CLOSE, r, 0, 0)
-		gone++
 	}
 }
