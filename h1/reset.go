@@ -3,6 +3,7 @@ package h1
 import (
 	"net"
 	"os"
+	"syscall"
 
 	"github.com/queue-dev/queue/internal/netio"
 )
@@ -21,17 +22,26 @@ func reset(nc net.Conn) {
 // already closed its side (netio.CloseWait); false when it cannot be
 // asked.
 func peerClosed(nc net.Conn) bool {
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	closed := false
-	rc.Control(func(fd uintptr) { closed = netio.CloseWait(fd) })
+	control(nc, func(fd uintptr) { closed = netio.CloseWait(fd) })
 	return closed
+}
+
+// control runs f on the socket of x, a *net.TCPConn or a *net.TCPListener,
+// in its syscall.RawConn's Control; it does nothing for anything else.
+func control(x any, f func(fd uintptr)) {
+	var sc syscall.Conn
+	switch x := x.(type) {
+	case *net.TCPConn:
+		sc = x
+	case *net.TCPListener:
+		sc = x
+	default:
+		return
+	}
+	if rc, err := sc.SyscallConn(); err == nil {
+		rc.Control(f)
+	}
 }
 
 // acceptLive is the accept while overloaded: it resets, with raw calls
@@ -47,16 +57,8 @@ func peerClosed(nc net.Conn) bool {
 // net.FileConn, which costs a dup and the lookups of its addresses; that
 // is paid only while overloaded, for the connections served.
 func acceptLive(ln net.Listener) net.Conn {
-	tl, ok := ln.(*net.TCPListener)
-	if !ok {
-		return nil
-	}
-	rc, err := tl.SyscallConn()
-	if err != nil {
-		return nil
-	}
 	live := -1
-	rc.Control(func(fd uintptr) { live = netio.AcceptGone(fd) })
+	control(ln, func(fd uintptr) { live = netio.AcceptGone(fd) })
 	if live < 0 {
 		return nil
 	}
