@@ -35,6 +35,16 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
 
+// rawOf returns c's syscall.RawConn.
+func rawOf(t *testing.T, c *net.TCPConn) syscall.RawConn {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // TestVecWriter: every byte of many buffers (more than one writev takes,
 // empty ones among them) arrives in order through a socket whose send
 // buffer is far smaller than the data, so that writes are partial and the
@@ -67,10 +77,7 @@ func TestVecWriter(t *testing.T) {
 		b, err := io.ReadAll(s)
 		got <- read{b, err}
 	}()
-	raw, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rawOf(t, c)
 	var v VecWriter
 	v.Reset(raw)
 	n, err := v.Writev(bufs)
@@ -100,10 +107,7 @@ func TestVecWriter(t *testing.T) {
 func TestVecWriterErrors(t *testing.T) {
 	t.Parallel()
 	c, s := tcpPair(t)
-	raw, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rawOf(t, c)
 	var v VecWriter
 	v.Reset(raw)
 	// Nobody reads s: the socket fills, then the deadline ends the wait.
@@ -117,6 +121,7 @@ func TestVecWriterErrors(t *testing.T) {
 	c.SetWriteDeadline(time.Now().Add(failAfter))
 	s.SetLinger(0)
 	s.Close() // a reset
+	var err error
 	for range 100 {
 		if _, err = v.Write([]byte("x")); err != nil {
 			break
@@ -135,10 +140,7 @@ func TestVecWriterErrors(t *testing.T) {
 func TestReadFD(t *testing.T) {
 	t.Parallel()
 	c, s := tcpPair(t)
-	raw, err := s.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rawOf(t, s)
 	// The waits for readability below fail at the deadline.
 	s.SetReadDeadline(time.Now().Add(failAfter))
 	read := func() (n int, again bool, err error) {
@@ -185,10 +187,7 @@ func TestReadFD(t *testing.T) {
 func TestPeerGoneCloseWait(t *testing.T) {
 	t.Parallel()
 	c, s := tcpPair(t)
-	raw, err := s.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rawOf(t, s)
 	var buf [1]byte
 	lookAt := func(raw syscall.RawConn) (gone, closeWait bool) {
 		raw.Control(func(fd uintptr) { gone, closeWait = PeerGone(fd, &buf), CloseWait(fd) })
@@ -227,10 +226,7 @@ func TestPeerGoneCloseWait(t *testing.T) {
 	c2, s2 := tcpPair(t)
 	c2.SetLinger(0)
 	c2.Close()
-	raw2, err := s2.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw2 := rawOf(t, s2)
 	var cw bool
 	until("PeerGone never saw the client's reset", func() bool {
 		var gone bool
