@@ -1,0 +1,101 @@
+#!/bin/bash
+# run.sh: queue in a real pod. Brings up a single-node cluster (node.sh),
+# builds and imports the images, runs the scenarios, prints "N passed,
+# M failed" and takes the node down again, also when something fails.
+# Needs root; not part of the README's test command nor of CI (a first run
+# builds Kubernetes from its modules, minutes of CPU).
+#
+#   sudo e2e/run.sh            # E2E_DIR=/var/lib/queue-e2e by default
+#   KEEP=1 e2e/run.sh          # leave the node up afterwards (node.sh down)
+set -euo pipefail
+export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+export E2E_DIR=${E2E_DIR:-/var/lib/queue-e2e}
+BIN=$E2E_DIR/bin
+IMAGES=$E2E_DIR/images
+CTR=(ctr --address /run/queue-e2e/containerd.sock -n k8s.io)
+export KUBECONFIG=$E2E_DIR/pki/admin.kubeconfig
+kubectl() { "$BIN/kubectl" "$@"; }
+
+passed=0 failed=0 results=()
+pass() { passed=$((passed + 1)); results+=("PASS $1${2:+: $2}"); echo "--- PASS $1${2:+: $2}"; }
+fail() { failed=$((failed + 1)); results+=("FAIL $1${2:+: $2}"); echo "--- FAIL $1${2:+: $2}"; }
+
+finish() {
+  local rc=$?
+  if ((rc != 0)); then
+    echo "run: stopped by a failing command (exit $rc; the node's logs are in $E2E_DIR/logs)"
+  fi
+  if [[ -z ${KEEP:-} ]]; then "$HERE/node.sh" down || true; fi
+  printf '%s\n' "${results[@]}"
+  echo "$passed passed, $failed failed"
+  ((failed == 0 && rc == 0))
+}
+trap finish EXIT
+
+"$HERE/node.sh" up
+
+# images builds every image the scenarios run, and imports it into the
+# node's containerd. The pause image takes the kubelet's default name.
+images() {
+  mkdir -p "$IMAGES"
+  (cd "$HERE" && go run ./cmd/img -pkg ./cmd/pause -ref registry.k8s.io/pause:3.10.1 -o "$IMAGES/pause.tar" -user 65535:65535)
+  (cd "$HERE" && go run ./cmd/img -pkg ./cmd/hello -ref e2e.test/hello:e2e -o "$IMAGES/hello.tar")
+  (cd "$ROOT" && go run ./cmd/image -o "$IMAGES/queue.tar" -tag e2e.test/queue:e2e > /dev/null)
+  for t in "$IMAGES"/*.tar; do "${CTR[@]}" images import "$t" > /dev/null; done
+}
+images
+
+# podIP NAME: the pod's address, reachable from the node over the bridge.
+podIP() { kubectl get pod "$1" -o jsonpath='{.status.podIP}'; }
+
+# Scenario: queue as a pod's sidecar in front of its user container, as
+# its own user on a read-only root, held to a CPU limit, probed by the
+# kubelet through queue.
+scenario_sidecar() {
+  kubectl apply -f - > /dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: user-container
+    image: e2e.test/hello:e2e
+    imagePullPolicy: Never
+    env: [{name: PORT, value: "8080"}]
+  - name: queue
+    image: e2e.test/queue:e2e
+    imagePullPolicy: Never
+    args: ["--upstream", "127.0.0.1:8080"]
+    ports: [{name: http, containerPort: 8012}, {name: admin, containerPort: 8022}]
+    readinessProbe: {httpGet: {path: /ready, port: 8022}, periodSeconds: 1}
+    resources: {limits: {cpu: 500m, memory: 128Mi}, requests: {cpu: 25m, memory: 32Mi}}
+    securityContext:
+      runAsNonRoot: true
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+YAML
+  local t0=$SECONDS
+  if ! kubectl wait --for=condition=Ready pod/sidecar --timeout=120s > /dev/null; then
+    fail sidecar "not Ready in 120 s"; kubectl describe pod sidecar | tail -20; return
+  fi
+  local ready=$((SECONDS - t0)) ip body uid
+  ip=$(podIP sidecar)
+  body=$(curl -sS -m 5 "http://$ip:8012/") || true
+  [[ $body == "hello from sidecar" ]] || { fail sidecar "GET through queue: '$body'"; return; }
+  # The queue container's process, as the node sees it: its user and its
+  # root's mount.
+  local id pid procs root
+  id=$(kubectl get pod sidecar -o jsonpath='{.status.containerStatuses[?(@.name=="queue")].containerID}')
+  pid=$("${CTR[@]}" tasks ls | awk -v id="${id#containerd://}" '$1 == id {print $2}')
+  uid=$(awk '/^Uid:/{print $2}' "/proc/$pid/status")
+  root=$(awk '$5 == "/" {print $6}' "/proc/$pid/mountinfo" | cut -d, -f1)
+  procs=$(kubectl logs sidecar -c queue | grep -o '"gomaxprocs":[0-9]*' | head -1) || true
+  [[ $uid == 65532 ]] || { fail sidecar "queue runs as uid $uid"; return; }
+  [[ $root == ro ]] || { fail sidecar "queue's root is mounted $root"; return; }
+  pass sidecar "Ready in ${ready}s, answered '$body', uid $uid, root $root, $procs"
+}
+scenario_sidecar
