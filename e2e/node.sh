@@ -68,7 +68,15 @@ packages() {
 
 binaries() {
   log "building the node's binaries (the first time takes minutes)"
-  (cd "$HERE" && go build -o "$BIN/" ./cmd/etcd ./cmd/pki \
+  # Kubernetes' own build stamps its version into every binary; clients
+  # (Knative checks the server's) read it back through discovery.
+  local v
+  v=$(cd "$HERE" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  local pkg=k8s.io/component-base/version
+  local ldflags="-X $pkg.gitVersion=$v -X $pkg.gitMajor=$(echo "${v#v}" | cut -d. -f1)"
+  ldflags+=" -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.gitCommit=0000000000000000000000000000000000000000 -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  (cd "$HERE" && go build -ldflags "$ldflags" -o "$BIN/" ./cmd/etcd ./cmd/pki ./cmd/img \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)

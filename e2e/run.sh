@@ -17,6 +17,8 @@ IMAGES=$E2E_DIR/images
 CTR=(ctr --address /run/queue-e2e/containerd.sock -n k8s.io)
 export KUBECONFIG=$E2E_DIR/pki/admin.kubeconfig
 kubectl() { "$BIN/kubectl" "$@"; }
+COREDNS=v1.15.0
+KNATIVE_CMDS=(activator autoscaler controller webhook queue)
 
 passed=0 failed=0 results=()
 pass() { passed=$((passed + 1)); results+=("PASS $1${2:+: $2}"); echo "--- PASS $1${2:+: $2}"; }
@@ -40,12 +42,58 @@ trap finish EXIT
 # node's containerd. The pause image takes the kubelet's default name.
 images() {
   mkdir -p "$IMAGES"
-  (cd "$HERE" && go run ./cmd/img -pkg ./cmd/pause -ref registry.k8s.io/pause:3.10.1 -o "$IMAGES/pause.tar" -user 65535:65535)
-  (cd "$HERE" && go run ./cmd/img -pkg ./cmd/hello -ref e2e.test/hello:e2e -o "$IMAGES/hello.tar")
+  (cd "$HERE" && "$BIN/img" -pkg ./cmd/pause -ref registry.k8s.io/pause:3.10.1 -o "$IMAGES/pause.tar" -user 65535:65535)
+  (cd "$HERE" && "$BIN/img" -pkg ./cmd/hello -ref e2e.test/hello:e2e -o "$IMAGES/hello.tar")
   (cd "$ROOT" && go run ./cmd/image -o "$IMAGES/queue.tar" -tag e2e.test/queue:e2e > /dev/null)
+  (cd "$HERE" && "$BIN/img" -pkg "github.com/coredns/coredns@$COREDNS" -ref e2e.test/coredns:e2e -o "$IMAGES/coredns.tar")
+  # Knative Serving's components and its own queue-proxy, at the version
+  # e2e/knative/go.mod pins.
+  local c
+  for c in "${KNATIVE_CMDS[@]}"; do
+    (cd "$HERE/knative" && "$BIN/img" -pkg "knative.dev/serving/cmd/$c" -ref "e2e.test/knative-$c:e2e" -o "$IMAGES/knative-$c.tar")
+  done
   for t in "$IMAGES"/*.tar; do "${CTR[@]}" images import "$t" > /dev/null; done
 }
 images
+
+# dns: the cluster's DNS, as kube-dns.
+dns() {
+  kubectl apply -f "$HERE/manifests/coredns.yaml" > /dev/null
+  kubectl -n kube-system rollout status deployment/coredns --timeout=120s > /dev/null
+}
+dns
+
+# serving: Knative Serving as its users install it: its release's core
+# manifests (config/core of the module e2e/knative pins, which `ko
+# resolve` turns into serving-core.yaml), the ko:// image references
+# replaced by the images built above and nothing else; then its
+# config-deployment told not to resolve our images' tags (there is no
+# registry) and which queue sidecar to inject.
+serving() {
+  local crds=$E2E_DIR/serving-crds.yaml core=$E2E_DIR/serving-core.yaml dirs f
+  # config/core links some files from knative.dev/networking's and
+  # knative.dev/caching's config (the CRDs of Certificate, Ingress,
+  # ServerlessService, ClusterDomainClaim and Image, and config-network);
+  # a module holds no links, so they are read from those modules.
+  dirs=$(cd "$HERE/knative" && go list -m -f '{{.Dir}}' knative.dev/serving knative.dev/networking knative.dev/caching)
+  dirs=$(echo "$dirs" | sed -n '1s|$|/config/core|p; 2,3s|$|/config|p')
+  : > "$crds"; : > "$core"
+  # As Knative's release splits them: the CRDs, then everything else.
+  # Serving's own files first (its namespace comes first of all).
+  for f in $(for d in $dirs; do find "$d" -name '*.yaml' | sort; done); do
+    if grep -q '^kind: CustomResourceDefinition' "$f"; then echo "---" >> "$crds"; cat "$f" >> "$crds"
+    else echo "---" >> "$core"; cat "$f" >> "$core"; fi
+  done
+  sed -i -e 's|ko://knative.dev/serving/cmd/\([a-z-]*\)|e2e.test/knative-\1:e2e|g' "$core"
+  if grep -q 'ko://' "$core"; then echo "run: an image reference left unresolved in $core" >&2; return 1; fi
+  kubectl apply -f "$crds" > /dev/null
+  kubectl wait --for=condition=Established crd --all --timeout=60s > /dev/null
+  kubectl apply -f "$core" > /dev/null
+  kubectl -n knative-serving wait --for=condition=Available deployment --all --timeout=300s > /dev/null
+  kubectl -n knative-serving patch configmap config-deployment --type merge \
+    -p '{"data":{"registries-skipping-tag-resolving":"e2e.test","queue-sidecar-image":"e2e.test/queue:e2e"}}' > /dev/null
+}
+serving
 
 # podIP NAME: the pod's address, reachable from the node over the bridge.
 podIP() { kubectl get pod "$1" -o jsonpath='{.status.podIP}'; }
@@ -99,3 +147,29 @@ YAML
   pass sidecar "Ready in ${ready}s, answered '$body', uid $uid, root $root, $procs"
 }
 scenario_sidecar
+
+# Scenario: a Knative Service whose revision gets the queue sidecar
+# Knative's reconciler writes, with queue's image (queue-sidecar-image),
+# becomes Ready.
+scenario_revision() {
+  local name=$1
+  kubectl apply -f - > /dev/null <<YAML
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: $name}
+spec:
+  template:
+    spec:
+      containers:
+      - image: e2e.test/hello:e2e
+        ports: [{containerPort: 8080, name: http1}]
+YAML
+  local t0=$SECONDS
+  if ! kubectl wait --for=condition=Ready "revision/$name-00001" --timeout=180s > /dev/null; then
+    fail "revision-$name" "not Ready in 180 s"
+    kubectl get "revision/$name-00001" -o jsonpath='{.status.conditions}'; echo
+    return
+  fi
+  pass "revision-$name" "Ready in $((SECONDS - t0))s"
+}
+scenario_revision hello

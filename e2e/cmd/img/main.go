@@ -1,9 +1,11 @@
 // Command img builds the image of one Go command for the test node, as
 // cmd/image builds queue's: a static binary in an empty base, one layer,
 // written as a tarball that `ctr images import` reads. The command is
-// built in e2e's module, so its version is the one e2e/go.mod pins.
+// built in the module of the directory img runs in, so its version is the
+// one that go.mod pins, or, given as pkg@version, at that version alone.
 //
-//	img -pkg knative.dev/serving/cmd/activator -ref example.test/activator:e2e -o activator.tar
+//	img -pkg knative.dev/serving/cmd/activator -ref e2e.test/activator:e2e -o activator.tar
+//	img -pkg github.com/coredns/coredns@v1.15.0 -ref e2e.test/coredns:e2e -o coredns.tar
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -54,6 +57,14 @@ func build(pkg, ref, out, user string) error {
 	bin := filepath.Join(tmp, "app")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if mod, _, ok := strings.Cut(pkg, "@"); ok {
+		// A command at a version of its own module (go install's
+		// pkg@version), built with that module's go.mod alone.
+		cmd = exec.Command("go", "install", "-trimpath", "-ldflags=-s -w", pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOBIN="+tmp)
+		bin = filepath.Join(tmp, path.Base(mod))
+		pkg = mod
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s: %w", pkg, err)
