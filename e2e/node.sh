@@ -60,6 +60,8 @@ packages() {
   [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
   command -v iptables > /dev/null || need+=(iptables)
   command -v conntrack > /dev/null || need+=(conntrack)
+  command -v jq > /dev/null || need+=(jq)
+  command -v curl > /dev/null || need+=(curl)
   if ((${#need[@]})); then
     log "installing ${need[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" > "$LOGS/apt.log" 2>&1

@@ -92,6 +92,10 @@ serving() {
   kubectl -n knative-serving wait --for=condition=Available deployment --all --timeout=300s > /dev/null
   kubectl -n knative-serving patch configmap config-deployment --type merge \
     -p '{"data":{"registries-skipping-tag-resolving":"e2e.test","queue-sidecar-image":"e2e.test/queue:e2e"}}' > /dev/null
+  # Scale to zero within seconds instead of a minute and a half: the
+  # shortest stable window and grace period Knative accepts.
+  kubectl -n knative-serving patch configmap config-autoscaler --type merge \
+    -p '{"data":{"stable-window":"6s","scale-to-zero-grace-period":"6s"}}' > /dev/null
 }
 serving
 
@@ -148,15 +152,24 @@ YAML
 }
 scenario_sidecar
 
-# Scenario: a Knative Service whose revision gets the queue sidecar
-# Knative's reconciler writes, with queue's image (queue-sidecar-image),
-# becomes Ready.
+# The scenarios on Knative run twice, with queue's image as the sidecar
+# Knative injects and then with Knative's own queue-proxy built from the
+# same knative.dev/serving: config-deployment's queue-sidecar-image, which
+# Knative applies to the revisions that exist too.
+use_sidecar() {
+  kubectl -n knative-serving patch configmap config-deployment --type merge \
+    -p "{\"data\":{\"queue-sidecar-image\":\"$1\"}}" > /dev/null
+}
+
+# revision SIDECAR: the Knative Service hello (made the first time) has a
+# Ready revision whose pods run SIDECAR, and its queue container is what
+# Knative's reconciler wrote (saved for the comparison below).
 scenario_revision() {
-  local name=$1
+  local sidecar=$1 label=$2
   kubectl apply -f - > /dev/null <<YAML
 apiVersion: serving.knative.dev/v1
 kind: Service
-metadata: {name: $name}
+metadata: {name: hello}
 spec:
   template:
     spec:
@@ -165,11 +178,50 @@ spec:
         ports: [{containerPort: 8080, name: http1}]
 YAML
   local t0=$SECONDS
-  if ! kubectl wait --for=condition=Ready "revision/$name-00001" --timeout=180s > /dev/null; then
-    fail "revision-$name" "not Ready in 180 s"
-    kubectl get "revision/$name-00001" -o jsonpath='{.status.conditions}'; echo
+  if ! kubectl wait --for=condition=Ready revision/hello-00001 --timeout=180s > /dev/null ||
+    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
+      deployment/hello-00001-deployment --timeout=60s > /dev/null ||
+    ! kubectl rollout status deployment/hello-00001-deployment --timeout=120s > /dev/null; then
+    fail "revision [$label]" "not Ready with $sidecar"
+    kubectl get revision/hello-00001 -o jsonpath='{.status.conditions}'; echo
     return
   fi
-  pass "revision-$name" "Ready in $((SECONDS - t0))s"
+  kubectl get deployment hello-00001-deployment -o json |
+    jq -S '.spec.template.spec.containers[] | select(.name == "queue-proxy") | del(.image)' > "$E2E_DIR/queue-proxy.$label.json"
+  pass "revision [$label]" "Ready with $sidecar in $((SECONDS - t0))s"
 }
-scenario_revision hello
+
+# coldstart: once the revision has scaled to zero, a request sent as the
+# ingress would send it (the revision's Service, which the activator
+# fronts at zero, with Knative's routing headers) starts a pod and is
+# answered.
+scenario_coldstart() {
+  local label=$1 ip out
+  if ! kubectl wait --for=delete pod -l serving.knative.dev/revision=hello-00001 --timeout=180s > /dev/null 2>&1; then
+    fail "coldstart [$label]" "the revision did not scale to zero in 180 s"; return
+  fi
+  ip=$(kubectl get service hello-00001 -o jsonpath='{.spec.clusterIP}')
+  out=$(curl -sS -m 30 -H "Host: hello.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
+    -H "Knative-Serving-Revision: hello-00001" "http://$ip/" -w ' %{http_code} %{time_total}') || true
+  if [[ $out != "hello from hello-00001-deployment-"*" 200 "* ]]; then
+    fail "coldstart [$label]" "through the activator: '$out'"; return
+  fi
+  pass "coldstart [$label]" "the first request through the activator answered in ${out##* }s"
+}
+
+for sidecar in queue knative; do
+  case $sidecar in
+    queue) image=e2e.test/queue:e2e ;;
+    knative) image=e2e.test/knative-queue:e2e ;;
+  esac
+  use_sidecar "$image"
+  scenario_revision "$image" "$sidecar"
+  scenario_coldstart "$sidecar"
+done
+
+# The queue container Knative wrote is the same for both images.
+if diff "$E2E_DIR/queue-proxy.queue.json" "$E2E_DIR/queue-proxy.knative.json" > "$E2E_DIR/queue-proxy.diff"; then
+  pass "reconciled" "the queue-proxy container Knative writes is the same for both images but the image"
+else
+  fail "reconciled" "the queue-proxy containers differ: $E2E_DIR/queue-proxy.diff"
+fi
