@@ -78,7 +78,7 @@ binaries() {
   local ldflags="-X $pkg.gitVersion=$v -X $pkg.gitMajor=$(echo "${v#v}" | cut -d. -f1)"
   ldflags+=" -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2) -X $pkg.gitTreeState=clean"
   ldflags+=" -X $pkg.gitCommit=0000000000000000000000000000000000000000 -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  (cd "$HERE" && go build -ldflags "$ldflags" -o "$BIN/" ./cmd/etcd ./cmd/pki ./cmd/img \
+  (cd "$HERE" && go build -ldflags "$ldflags" -o "$BIN/" ./cmd/etcd ./cmd/pki ./cmd/img ./cmd/load \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)

@@ -209,6 +209,91 @@ scenario_coldstart() {
   pass "coldstart [$label]" "the first request through the activator answered in ${out##* }s"
 }
 
+# scale: under a steady load through the revision's Service (200 requests
+# a second of 100 ms each for 60 s, a target of 10 in flight a pod),
+# Knative's autoscaler, scraping the sidecar, scales to at least two pods,
+# and back to zero once the load stops; no request fails.
+scenario_scale() {
+  local sidecar=$1 label=$2 ip max=0 n out rc=0
+  kubectl apply -f - > /dev/null <<YAML
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: busy}
+spec:
+  template:
+    metadata:
+      annotations: {autoscaling.knative.dev/target: "10"}
+    spec:
+      containers:
+      - image: e2e.test/hello:e2e
+        ports: [{containerPort: 8080, name: http1}]
+YAML
+  if ! kubectl wait --for=condition=Ready revision/busy-00001 --timeout=180s > /dev/null ||
+    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
+      deployment/busy-00001-deployment --timeout=60s > /dev/null; then
+    fail "scale [$label]" "revision busy-00001 not Ready with $sidecar"; return
+  fi
+  ip=$(kubectl get service busy-00001 -o jsonpath='{.spec.clusterIP}')
+  "$BIN/load" -url "http://$ip/?sleep=100ms" -rate 200 -duration 60s \
+    -H "Host: busy.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
+    -H "Knative-Serving-Revision: busy-00001" > "$E2E_DIR/load.$label.txt" 2>&1 &
+  local load=$!
+  # The most pods Ready at once while the load runs, read every second.
+  while kill -0 "$load" 2> /dev/null; do
+    n=$(kubectl get pods -l serving.knative.dev/revision=busy-00001 -o json |
+      jq '[.items[] | select(.status.containerStatuses != null and all(.status.containerStatuses[]; .ready))] | length')
+    ((n > max)) && max=$n
+    sleep 1
+  done
+  wait "$load" || rc=$?
+  out=$(cat "$E2E_DIR/load.$label.txt")
+  if ((rc != 0)); then fail "scale [$label]" "$out"; return; fi
+  if ((max < 2)); then fail "scale [$label]" "at most $max pod(s) under load; $out"; return; fi
+  if ! kubectl wait --for=delete pod -l serving.knative.dev/revision=busy-00001 --timeout=180s > /dev/null 2>&1; then
+    fail "scale [$label]" "not back to zero within 180 s of the load's end"; return
+  fi
+  pass "scale [$label]" "$max pods at most, back to zero; $out"
+}
+
+# delete: a pod deleted under load (the kubelet's SIGTERM, the preStop
+# Knative gives the user container, the sidecar's drain) fails no request:
+# 100 requests a second of 100 ms for 20 s to a revision held at two pods,
+# one of them deleted 5 s in.
+scenario_delete() {
+  local sidecar=$1 label=$2 ip pod rc=0 out
+  kubectl apply -f - > /dev/null <<YAML
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: steady}
+spec:
+  template:
+    metadata:
+      annotations: {autoscaling.knative.dev/min-scale: "2"}
+    spec:
+      containers:
+      - image: e2e.test/hello:e2e
+        ports: [{containerPort: 8080, name: http1}]
+YAML
+  if ! kubectl wait --for=condition=Ready revision/steady-00001 --timeout=180s > /dev/null ||
+    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
+      deployment/steady-00001-deployment --timeout=60s > /dev/null ||
+    ! kubectl rollout status deployment/steady-00001-deployment --timeout=120s > /dev/null; then
+    fail "delete [$label]" "revision steady-00001 not Ready with $sidecar"; return
+  fi
+  ip=$(kubectl get service steady-00001 -o jsonpath='{.spec.clusterIP}')
+  "$BIN/load" -url "http://$ip/?sleep=100ms" -rate 100 -duration 20s \
+    -H "Host: steady.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
+    -H "Knative-Serving-Revision: steady-00001" > "$E2E_DIR/delete.$label.txt" 2>&1 &
+  local load=$!
+  sleep 5 # the load's shape: a pod goes a quarter of the way in
+  pod=$(kubectl get pods -l serving.knative.dev/revision=steady-00001 -o jsonpath='{.items[0].metadata.name}')
+  kubectl delete pod "$pod" --wait=false > /dev/null
+  wait "$load" || rc=$?
+  out=$(cat "$E2E_DIR/delete.$label.txt")
+  if ((rc != 0)); then fail "delete [$label]" "$pod deleted under load: $out"; return; fi
+  pass "delete [$label]" "$pod deleted under load; $out"
+}
+
 for sidecar in queue knative; do
   case $sidecar in
     queue) image=e2e.test/queue:e2e ;;
@@ -217,6 +302,8 @@ for sidecar in queue knative; do
   use_sidecar "$image"
   scenario_revision "$image" "$sidecar"
   scenario_coldstart "$sidecar"
+  scenario_scale "$image" "$sidecar"
+  scenario_delete "$image" "$sidecar"
 done
 
 # The queue container Knative wrote is the same for both images.

@@ -1,7 +1,7 @@
 // Command hello is the test node's user container: an HTTP/1.1 server on
 // $PORT (default 8080, Knative's runtime contract) that answers every
-// request with "hello" and the pod's name, and exits on SIGTERM after its
-// requests end.
+// request with "hello" and the pod's name (after ?sleep=D, if given), and
+// exits on SIGTERM after its requests end.
 package main
 
 import (
@@ -24,6 +24,11 @@ func main() {
 		Addr:              ":" + port,
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// ?sleep=D holds the answer for D (at most 10 s): a request
+			// that takes a while, for the autoscaler to see concurrency.
+			if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil && d > 0 {
+				time.Sleep(min(d, 10*time.Second))
+			}
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write([]byte("hello from " + host + "\n"))
 		}),
