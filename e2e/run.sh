@@ -161,27 +161,52 @@ use_sidecar() {
     -p "{\"data\":{\"queue-sidecar-image\":\"$1\"}}" > /dev/null
 }
 
-# revision SIDECAR: the Knative Service hello (made the first time) has a
-# Ready revision whose pods run SIDECAR, and its queue container is what
-# Knative's reconciler wrote (saved for the comparison below).
-scenario_revision() {
-  local sidecar=$1 label=$2
+# ksvc NAME [ANNOTATIONS]: the Knative Service NAME of the hello app,
+# with ANNOTATIONS (a YAML flow map) on its revisions.
+ksvc() {
+  local annotations=${2:-"{}"}
   kubectl apply -f - > /dev/null <<YAML
 apiVersion: serving.knative.dev/v1
 kind: Service
-metadata: {name: hello}
+metadata: {name: $1}
 spec:
   template:
+    metadata:
+      annotations: $annotations
     spec:
       containers:
       - image: e2e.test/hello:e2e
         ports: [{containerPort: 8080, name: http1}]
 YAML
-  local t0=$SECONDS
-  if ! kubectl wait --for=condition=Ready revision/hello-00001 --timeout=180s > /dev/null ||
-    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
-      deployment/hello-00001-deployment --timeout=60s > /dev/null ||
-    ! kubectl rollout status deployment/hello-00001-deployment --timeout=120s > /dev/null; then
+}
+
+# ready NAME SIDECAR: NAME's first revision is Ready, its deployment runs
+# SIDECAR and has rolled out.
+ready() {
+  kubectl wait --for=condition=Ready "revision/$1-00001" --timeout=180s > /dev/null &&
+    kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$2" \
+      "deployment/$1-00001-deployment" --timeout=60s > /dev/null &&
+    kubectl rollout status "deployment/$1-00001-deployment" --timeout=120s > /dev/null
+}
+
+# drive NAME RATE DURATION OUT: GETs of 100 ms to NAME's first revision as
+# an ingress would send them (its Service, Knative's routing headers), in
+# the background; load's report goes to OUT.
+drive() {
+  local ip
+  ip=$(kubectl get service "$1-00001" -o jsonpath='{.spec.clusterIP}')
+  "$BIN/load" -url "http://$ip/?sleep=100ms" -rate "$2" -duration "$3" \
+    -H "Host: $1.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
+    -H "Knative-Serving-Revision: $1-00001" > "$4" 2>&1 &
+}
+
+# revision: the Knative Service hello (made the first time) has a Ready
+# revision whose pods run the sidecar, and its queue container is what
+# Knative's reconciler wrote (saved for the comparison below).
+scenario_revision() {
+  local sidecar=$1 label=$2 t0=$SECONDS
+  ksvc hello
+  if ! ready hello "$sidecar"; then
     fail "revision [$label]" "not Ready with $sidecar"
     kubectl get revision/hello-00001 -o jsonpath='{.status.conditions}'; echo
     return
@@ -209,35 +234,16 @@ scenario_coldstart() {
   pass "coldstart [$label]" "the first request through the activator answered in ${out##* }s"
 }
 
-# scale: under a steady load through the revision's Service (200 requests
-# a second of 100 ms each for 60 s, a target of 10 in flight a pod),
-# Knative's autoscaler, scraping the sidecar, scales to at least two pods,
-# and back to zero once the load stops; no request fails.
+# scale: under a steady load (200 requests a second of 100 ms for 60 s, a
+# target of 10 in flight a pod), Knative's autoscaler, scraping the
+# sidecar, scales to at least two pods, and back to zero once the load
+# stops; no request fails.
 scenario_scale() {
-  local sidecar=$1 label=$2 ip max=0 n out rc=0
-  kubectl apply -f - > /dev/null <<YAML
-apiVersion: serving.knative.dev/v1
-kind: Service
-metadata: {name: busy}
-spec:
-  template:
-    metadata:
-      annotations: {autoscaling.knative.dev/target: "10"}
-    spec:
-      containers:
-      - image: e2e.test/hello:e2e
-        ports: [{containerPort: 8080, name: http1}]
-YAML
-  if ! kubectl wait --for=condition=Ready revision/busy-00001 --timeout=180s > /dev/null ||
-    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
-      deployment/busy-00001-deployment --timeout=60s > /dev/null; then
-    fail "scale [$label]" "revision busy-00001 not Ready with $sidecar"; return
-  fi
-  ip=$(kubectl get service busy-00001 -o jsonpath='{.spec.clusterIP}')
-  "$BIN/load" -url "http://$ip/?sleep=100ms" -rate 200 -duration 60s \
-    -H "Host: busy.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
-    -H "Knative-Serving-Revision: busy-00001" > "$E2E_DIR/load.$label.txt" 2>&1 &
-  local load=$!
+  local sidecar=$1 label=$2 max=0 n out rc=0 load
+  ksvc busy '{autoscaling.knative.dev/target: "10"}'
+  if ! ready busy "$sidecar"; then fail "scale [$label]" "revision busy-00001 not Ready with $sidecar"; return; fi
+  drive busy 200 60s "$E2E_DIR/scale.$label.txt"
+  load=$!
   # The most pods Ready at once while the load runs, read every second.
   while kill -0 "$load" 2> /dev/null; do
     n=$(kubectl get pods -l serving.knative.dev/revision=busy-00001 -o json |
@@ -246,7 +252,7 @@ YAML
     sleep 1
   done
   wait "$load" || rc=$?
-  out=$(cat "$E2E_DIR/load.$label.txt")
+  out=$(cat "$E2E_DIR/scale.$label.txt")
   if ((rc != 0)); then fail "scale [$label]" "$out"; return; fi
   if ((max < 2)); then fail "scale [$label]" "at most $max pod(s) under load; $out"; return; fi
   if ! kubectl wait --for=delete pod -l serving.knative.dev/revision=busy-00001 --timeout=180s > /dev/null 2>&1; then
@@ -260,31 +266,11 @@ YAML
 # 100 requests a second of 100 ms for 20 s to a revision held at two pods,
 # one of them deleted 5 s in.
 scenario_delete() {
-  local sidecar=$1 label=$2 ip pod rc=0 out
-  kubectl apply -f - > /dev/null <<YAML
-apiVersion: serving.knative.dev/v1
-kind: Service
-metadata: {name: steady}
-spec:
-  template:
-    metadata:
-      annotations: {autoscaling.knative.dev/min-scale: "2"}
-    spec:
-      containers:
-      - image: e2e.test/hello:e2e
-        ports: [{containerPort: 8080, name: http1}]
-YAML
-  if ! kubectl wait --for=condition=Ready revision/steady-00001 --timeout=180s > /dev/null ||
-    ! kubectl wait --for=jsonpath='{.spec.template.spec.containers[1].image}'="$sidecar" \
-      deployment/steady-00001-deployment --timeout=60s > /dev/null ||
-    ! kubectl rollout status deployment/steady-00001-deployment --timeout=120s > /dev/null; then
-    fail "delete [$label]" "revision steady-00001 not Ready with $sidecar"; return
-  fi
-  ip=$(kubectl get service steady-00001 -o jsonpath='{.spec.clusterIP}')
-  "$BIN/load" -url "http://$ip/?sleep=100ms" -rate 100 -duration 20s \
-    -H "Host: steady.default.svc.cluster.local" -H "Knative-Serving-Namespace: default" \
-    -H "Knative-Serving-Revision: steady-00001" > "$E2E_DIR/delete.$label.txt" 2>&1 &
-  local load=$!
+  local sidecar=$1 label=$2 pod rc=0 out load
+  ksvc steady '{autoscaling.knative.dev/min-scale: "2"}'
+  if ! ready steady "$sidecar"; then fail "delete [$label]" "revision steady-00001 not Ready with $sidecar"; return; fi
+  drive steady 100 20s "$E2E_DIR/delete.$label.txt"
+  load=$!
   sleep 5 # the load's shape: a pod goes a quarter of the way in
   pod=$(kubectl get pods -l serving.knative.dev/revision=steady-00001 -o jsonpath='{.items[0].metadata.name}')
   kubectl delete pod "$pod" --wait=false > /dev/null
@@ -304,6 +290,9 @@ for sidecar in queue knative; do
   scenario_coldstart "$sidecar"
   scenario_scale "$image" "$sidecar"
   scenario_delete "$image" "$sidecar"
+  # Each sidecar's scenarios start from the same cluster: hello alone, at zero.
+  kubectl delete ksvc busy steady --wait=true > /dev/null
+  kubectl wait --for=delete pod -l 'serving.knative.dev/service in (busy,steady)' --timeout=120s > /dev/null 2>&1 || true
 done
 
 # The queue container Knative wrote is the same for both images.
