@@ -223,6 +223,17 @@ up() {
   log "up: KUBECONFIG=$PKI/admin.kubeconfig $BIN/kubectl get nodes"
 }
 
+# shims: the PIDs of the containerd shims serving this node's containerd.
+shims() {
+  local d args
+  for d in /proc/[0-9]*; do
+    args=$(tr '\0' ' ' 2> /dev/null < "$d/cmdline") || continue
+    if [[ $args == */containerd-shim-runc-v2\ * && $args == *" -address $RUN/containerd.sock"* ]]; then
+      echo "${d#/proc/}"
+    fi
+  done
+}
+
 # down stops what up started, newest first, and removes its state but the
 # binaries (a warm machine builds nothing).
 down() {
@@ -238,6 +249,8 @@ down() {
       done
     fi
     [[ -f $RUN/containerd.pid ]] && kill "$(cat "$RUN/containerd.pid")" 2> /dev/null || true
+    # The shims outlive containerd: each is told apart by our socket.
+    for pid in $(shims); do kill "$pid" 2> /dev/null || true; done
     sleep 1
     for pid in $(cat "$RUN"/*.pid 2> /dev/null); do kill -KILL "$pid" 2> /dev/null || true; done
   fi
