@@ -66,9 +66,10 @@ dns
 # serving: Knative Serving as its users install it: its release's core
 # manifests (config/core of the module e2e/knative pins, which `ko
 # resolve` turns into serving-core.yaml), the ko:// image references
-# replaced by the images built above and nothing else; then its
-# config-deployment told not to resolve our images' tags (there is no
-# registry) and which queue sidecar to inject.
+# replaced by the images built above and nothing else; then, as a user
+# would, its config-deployment told not to resolve our images' tags (there
+# is no registry) and which queue sidecar to inject, and its autoscaler's
+# windows shortened.
 serving() {
   local crds=$E2E_DIR/serving-crds.yaml core=$E2E_DIR/serving-core.yaml dirs f
   # config/core links some files from knative.dev/networking's and
