@@ -10,14 +10,9 @@
 # (queue-e2e0, 10.88.0.1/16) that is the node's address and the pods'
 # gateway; services in 10.96.0.0/16.
 set -euo pipefail
-export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
-
 HERE=$(cd "$(dirname "$0")" && pwd)
-E2E_DIR=${E2E_DIR:-/var/lib/queue-e2e}
-BIN=$E2E_DIR/bin
-PKI=$E2E_DIR/pki
+source "$HERE/env.sh"
 LOGS=$E2E_DIR/logs
-RUN=/run/queue-e2e
 NODE=queue-e2e
 BRIDGE=queue-e2e0
 NODE_IP=10.88.0.1
@@ -27,8 +22,6 @@ API_IP=10.96.0.1
 DNS_IP=10.96.0.10
 SERVER=https://$NODE_IP:6443
 CRI=unix://$RUN/containerd.sock
-# The pause image's name is the kubelet's default, so nothing is pulled.
-PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 
 log() { echo "node: $*" >&2; }
 

@@ -8,14 +8,12 @@
 #   sudo e2e/run.sh            # E2E_DIR=/var/lib/queue-e2e by default
 #   KEEP=1 e2e/run.sh          # leave the node up afterwards (node.sh down)
 set -euo pipefail
-export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-export E2E_DIR=${E2E_DIR:-/var/lib/queue-e2e}
-BIN=$E2E_DIR/bin
+source "$HERE/env.sh"
 IMAGES=$E2E_DIR/images
-CTR=(ctr --address /run/queue-e2e/containerd.sock -n k8s.io)
-export KUBECONFIG=$E2E_DIR/pki/admin.kubeconfig
+CTR=(ctr --address "$RUN/containerd.sock" -n k8s.io)
+export KUBECONFIG=$PKI/admin.kubeconfig
 kubectl() { "$BIN/kubectl" "$@"; }
 COREDNS=v1.15.0
 KNATIVE_CMDS=(activator autoscaler controller webhook queue)
@@ -42,7 +40,7 @@ trap finish EXIT
 # node's containerd. The pause image takes the kubelet's default name.
 images() {
   mkdir -p "$IMAGES"
-  (cd "$HERE" && "$BIN/img" -pkg ./cmd/pause -ref registry.k8s.io/pause:3.10.1 -o "$IMAGES/pause.tar" -user 65535:65535)
+  (cd "$HERE" && "$BIN/img" -pkg ./cmd/pause -ref "$PAUSE_IMAGE" -o "$IMAGES/pause.tar" -user 65535:65535)
   (cd "$HERE" && "$BIN/img" -pkg ./cmd/hello -ref e2e.test/hello:e2e -o "$IMAGES/hello.tar")
   (cd "$ROOT" && go run ./cmd/image -o "$IMAGES/queue.tar" -tag e2e.test/queue:e2e > /dev/null)
   (cd "$HERE" && "$BIN/img" -pkg "github.com/coredns/coredns@$COREDNS" -ref e2e.test/coredns:e2e -o "$IMAGES/coredns.tar")
